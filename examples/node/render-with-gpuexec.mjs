@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+// Run one GPU job under gpuexec from Node (ESM, Node 20+, no dependencies),
+// and act on gpuexec's exit status.
+//
+//   node render-with-gpuexec.mjs ep12 -- python3 render.py --episode ep12
+//
+// Environment:
+//   GPUEXEC_BIN     gpuexec executable (default "gpuexec", looked up in PATH)
+//   RENDER_OWNER    lock owner shown to other waiters (default "channels")
+//   GPUEXEC_LOCK, GPUEXEC_LOG, ...   read by gpuexec itself for the flags not
+//                                    given below (set GPUEXEC_LOCK to the lock
+//                                    every GPU user on the machine shares)
+//
+// Exit status: gpuexec's own, so whoever runs this script (cron, systemd, a
+// parent autopilot) can tell a deferral (75) from a failure.
+
+import { spawn } from 'node:child_process'
+import { constants as osConstants } from 'node:os'
+import { resolve as resolvePath } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const GPUEXEC = process.env.GPUEXEC_BIN || 'gpuexec'
+
+/**
+ * Run argv under gpuexec. Resolves with gpuexec's exit status (never rejects).
+ * Signals: SIGINT/SIGTERM/SIGHUP that reach this process are forwarded to
+ * gpuexec, which passes them on to the job, waits --kill-after, and releases
+ * the lock. This process keeps running until gpuexec has exited.
+ */
+export function runUnderGpuexec({ owner, slug, argv, wait = '150m', timeout }) {
+  const args = ['--owner', owner, '--slug', slug, '--wait', wait]
+  if (timeout) args.push('--timeout', timeout)
+  args.push('--', ...argv)
+
+  // POSIX: put gpuexec in its own session and process group (detached). A Ctrl+C typed
+  // at the terminal then reaches only this process, and we forward it
+  // exactly once. Otherwise gpuexec would get it twice, once from the
+  // terminal and once from us. We still wait for gpuexec; it is not left
+  // running on its own.
+  // Windows: not detached (that would open a new console). Ctrl+C reaches
+  // gpuexec through the shared console by itself, and child.kill() there
+  // would be TerminateProcess, which gives gpuexec no chance to release the
+  // lock. So nothing is forwarded on Windows.
+  const posix = process.platform !== 'win32'
+  const child = spawn(GPUEXEC, args, { stdio: 'inherit', detached: posix })
+
+  const forward = (signal) => {
+    // SIGHUP (terminal closed) is passed on as SIGTERM. gpuexec handles
+    // SIGINT and SIGTERM.
+    const sig = signal === 'SIGHUP' ? 'SIGTERM' : signal
+    if (!posix) {
+      console.error(`[render] got ${signal}; gpuexec receives it from the console, waiting for it to exit`)
+      return
+    }
+    console.error(`[render] got ${signal}, forwarding ${sig} to gpuexec (pid ${child.pid})`)
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig)
+  }
+  const signals = posix ? ['SIGINT', 'SIGTERM', 'SIGHUP'] : ['SIGINT']
+  for (const s of signals) process.on(s, forward)
+
+  return new Promise((resolve) => {
+    const done = (status) => {
+      for (const s of signals) process.off(s, forward)
+      resolve(status)
+    }
+    child.once('error', (err) => {
+      // Spawning gpuexec itself failed (e.g. ENOENT: not installed / not in PATH).
+      console.error(`[render] cannot run ${GPUEXEC}: ${err.message}`)
+      done(err.code === 'ENOENT' ? 127 : err.code === 'EACCES' ? 126 : 125)
+    })
+    child.once('exit', (code, signal) => {
+      // gpuexec itself killed by a signal (e.g. SIGKILL): report it as the
+      // shell does, 128 + signal number.
+      done(code ?? 128 + (osConstants.signals[signal] ?? 0))
+    })
+  })
+}
+
+/** Map gpuexec's exit status to what this job runner should do. */
+export function describe(status) {
+  if (status === 0) return { outcome: 'done', message: 'rendered' }
+  if (status === 75) return { outcome: 'deferred', message: 'GPU busy for the whole --wait; deferred, retry later' }
+  if (status === 124) return { outcome: 'timeout', message: 'render ran past --timeout and was stopped' }
+  if (status === 125) return { outcome: 'failed', message: 'gpuexec itself failed (bad flags or unusable lock path, see its stderr)' }
+  if (status === 126) return { outcome: 'failed', message: 'render command found but not executable' }
+  if (status === 127) return { outcome: 'failed', message: 'render command not found' }
+  if (status > 128) {
+    const n = status - 128
+    const name = Object.keys(osConstants.signals).find((k) => osConstants.signals[k] === n) ?? `signal ${n}`
+    // 130/143 are also what gpuexec returns when interrupted while still
+    // waiting for the lock; either way the job did not finish.
+    return { outcome: 'failed', message: `interrupted / killed by ${name}` }
+  }
+  return { outcome: 'failed', message: `render exited with status ${status}` }
+}
+
+/** Stand-in for your job store: record that the job must be retried later. */
+function markDeferred(slug, retryInMinutes = 30) {
+  const retryAt = new Date(Date.now() + retryInMinutes * 60_000).toISOString()
+  // e.g. UPDATE jobs SET state = 'deferred', retry_at = ... WHERE slug = ...
+  console.error(`[render] ${slug}: marked DEFERRED, retry at ${retryAt}`)
+}
+
+async function main() {
+  const sep = process.argv.indexOf('--')
+  const slug = process.argv[2]
+  if (sep !== 3 || sep === process.argv.length - 1) {
+    console.error('usage: render-with-gpuexec.mjs SLUG -- COMMAND [ARG...]')
+    return 2
+  }
+  const argv = process.argv.slice(sep + 1)
+  const owner = process.env.RENDER_OWNER || 'channels'
+
+  const status = await runUnderGpuexec({ owner, slug, argv, wait: '150m', timeout: '100m' })
+  const { outcome, message } = describe(status)
+  console.error(`[render] ${owner}/${slug}: ${outcome} (gpuexec status ${status}): ${message}`)
+  if (outcome === 'deferred') markDeferred(slug)
+  return status
+}
+
+// Run main() only when executed directly, not when imported for runUnderGpuexec.
+if (process.argv[1] && resolvePath(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main()
+}

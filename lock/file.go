@@ -1,0 +1,214 @@
+package lock
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// GuardSuffix names the sidecar file, beside the lock file, on which gpuexec
+// processes take a kernel lock (flock / LockFileEx) while they judge, clear,
+// create, touch or remove the lock file. It serializes those steps among
+// gpuexec processes, closing the seed's window in which a lock set aside as
+// stale is put back over a lock created meanwhile; the kernel drops it when
+// its holder dies. The sidecar is permanent and holds nothing: deleting it
+// while no gpuexec runs is harmless. The lock file itself stays the seed's,
+// so processes that know nothing of the sidecar still exclude gpuexec.
+const GuardSuffix = ".guard"
+
+// guardRetry bounds the pause between tries for the guard. The guard is held
+// for a few system calls at a time, so a short pause is plenty.
+const guardRetry = 2 * time.Millisecond
+
+// guard is a held kernel lock on the sidecar file.
+type guard struct{ f *os.File }
+
+// takeGuard blocks until it holds the sidecar lock of the lock at path, or
+// ctx ends.
+func takeGuard(ctx context.Context, path string) (*guard, error) {
+	gpath := path + GuardSuffix
+	var wait *time.Timer
+	for {
+		f, err := os.OpenFile(gpath, os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := tryLockFile(f)
+		if err != nil {
+			f.Close()
+			return nil, &fs.PathError{Op: "lock", Path: gpath, Err: err}
+		}
+		if ok {
+			// The sidecar may have been deleted and re-created while we
+			// opened it: only a lock on the file now at the path counts.
+			held, herr := f.Stat()
+			now, nerr := os.Stat(gpath)
+			if herr == nil && nerr == nil && os.SameFile(held, now) {
+				return &guard{f: f}, nil
+			}
+			unlockFile(f)
+		}
+		f.Close()
+		if wait == nil {
+			wait = time.NewTimer(guardRetry)
+			defer wait.Stop()
+		} else {
+			wait.Reset(guardRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
+		}
+	}
+}
+
+// release drops the guard. Closing the file drops the kernel lock too; the
+// explicit unlock only makes it prompt.
+func (g *guard) release() {
+	if g == nil {
+		return
+	}
+	unlockFile(g.f)
+	g.f.Close()
+}
+
+// ErrNotRegular is returned (wrapped in a *fs.PathError) when the lock path
+// is something other than a regular file: a folder, a symbolic link, a
+// device. gpuexec never follows, writes through or removes such a path.
+var ErrNotRegular = errors.New("not a regular file")
+
+// readStatus reads the lock file at path (without judging it). A missing
+// file is StateFree.
+func readStatus(path string) (*Status, error) {
+	st := &Status{Path: path}
+	f, err := openRecord(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		st.State = StateFree
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
+	}
+	content, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return nil, err
+	}
+	st.Content = content
+	st.ModTime = fi.ModTime()
+	st.Info, _ = parseRecord(content)
+	if st.Info != nil {
+		// Unknown fields are kept for status --json; a record that
+		// parsed as Info is an object, so this cannot fail.
+		_ = json.Unmarshal(content, &st.Fields)
+	}
+	return st, nil
+}
+
+// createRecord creates path with O_CREAT|O_EXCL and writes info in one
+// write. It never leaves a partly written file: on any failure after the
+// create, the file it created is removed.
+func createRecord(path string, info *Info) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	b := info.encode()
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// sameLock reports whether content is the very lock that judged describes:
+// same token and pid, or for a record that did not parse, the same bytes.
+func sameLock(judged *Status, content []byte) bool {
+	if judged.Info == nil {
+		return bytes.Equal(judged.Content, content)
+	}
+	got, err := parseRecord(content)
+	return err == nil && got.Token == judged.Info.Token && got.PID == judged.Info.PID
+}
+
+// errChanged reports that the lock file was replaced between judging and
+// removing it; it was left in place.
+var errChanged = errors.New("lock file changed while it was being removed")
+
+// removeIfSame removes the lock at path only if it is still the lock that
+// judged describes. It never removes by path after inspecting: it renames
+// the file aside to a unique name, re-reads what it moved, and deletes it
+// only if it is the same lock; otherwise it puts it back without replacing
+// anything created at the path meanwhile. A lock that is already gone is not
+// an error (someone else cleared it first).
+func removeIfSame(path string, judged *Status) error {
+	var rnd [3]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	tomb := fmt.Sprintf("%s.stale-%d-%s", path, os.Getpid(), hex.EncodeToString(rnd[:]))
+	if err := os.Rename(path, tomb); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	content, err := readAllLimited(tomb)
+	if err == nil && sameLock(judged, content) {
+		return os.Remove(tomb)
+	}
+	if perr := renameNoReplace(tomb, path); perr != nil {
+		// A process outside the guard (the seed's Node tool) created a
+		// lock while another one was set aside. Ours must not replace
+		// theirs; the one set aside is lost either way.
+		os.Remove(tomb)
+		return fmt.Errorf("%w; could not put it back: %v", errChanged, perr)
+	}
+	return errChanged
+}
+
+func readAllLimited(path string) ([]byte, error) {
+	f, err := openRecord(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+}
+
+// replaceRecord atomically replaces the content of the lock at path with
+// info (write a temporary file, rename it over the lock). Readers see the
+// old record or the new one, never a partial one.
+func replaceRecord(path string, info *Info) error {
+	var rnd [3]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d-%s", path, os.Getpid(), hex.EncodeToString(rnd[:]))
+	if err := createRecord(tmp, info); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package lock
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// WriteGrace is how long a lock file with empty or unparseable content counts
+// as held: it may be a lock whose creator has not written its record yet.
+// After that it is stale.
+const WriteGrace = 10 * time.Second
+
+// startTolerance is how far a live process's start time may differ from the
+// one recorded in the lock before its pid is taken as recycled. Start times
+// are read from the same clock on both sides with 10 ms resolution; a pid is
+// never recycled within a second of the original process starting.
+const startTolerance = time.Second
+
+// State is what a lock file says about the lock.
+type State string
+
+// The states a lock can be in.
+const (
+	StateFree  State = "free"  // no lock file
+	StateHeld  State = "held"  // a live holder, or a record still being written
+	StateStale State = "stale" // the holder is gone or its heartbeat stopped
+)
+
+// Status is a lock file as read and judged at one instant. It may be out of
+// date as soon as it is returned.
+type Status struct {
+	State State
+	Path  string
+	// Info is the parsed record; nil when the lock is free or its content
+	// is not a valid record.
+	Info *Info
+	// Fields holds every top-level field of the record as read, unknown ones
+	// included; nil when the content is not a JSON object.
+	Fields map[string]any
+	// Content is the raw content (at most maxRecordSize bytes).
+	Content []byte
+	// ModTime is the file's mtime, i.e. the last heartbeat.
+	ModTime time.Time
+	// HeartbeatAge is how long ago ModTime was, at the time of judging. It
+	// is negative for an mtime in the future.
+	HeartbeatAge time.Duration
+	// Alive reports whether the holder is taken to be alive (the lock is
+	// held); false for free and stale locks.
+	Alive bool
+	// Reason says why the lock is judged as it is: why it is stale, or what
+	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
+	Reason string
+}
+
+// Holder names the holder for messages.
+func (s *Status) Holder() string {
+	if s.Info == nil {
+		return "an unreadable lock record"
+	}
+	return s.Info.Holder()
+}
+
+// prober answers liveness questions about processes on this host. It is an
+// interface so that judging can be tested without real processes.
+type prober interface {
+	// alive reports whether pid exists (EPERM counts as alive).
+	alive(pid int) bool
+	// startTime returns pid's start time in ms since the epoch, ok=false
+	// when it cannot be read.
+	startTime(pid int) (ms int64, ok bool)
+	// groupAlive reports whether any process of process group pgid exists.
+	groupAlive(pgid int) bool
+}
+
+type osProber struct{}
+
+func (osProber) alive(pid int) bool              { return processAlive(pid) }
+func (osProber) startTime(pid int) (int64, bool) { return processStart(pid) }
+func (osProber) groupAlive(pgid int) bool        { return groupAlive(pgid) }
+
+func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }
+func fmtStamp(t time.Time) string   { return t.Local().Format("2006-01-02 15:04:05") }
+func sameHost(h string) bool        { return h == "" || h == hostName() }
+
+func withinTolerance(a, b int64) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d <= startTolerance.Milliseconds()
+}
+
+var (
+	hostOnce sync.Once
+	hostVal  string
+)
+
+// hostName is this host's name as recorded in lock files.
+func hostName() string {
+	hostOnce.Do(func() {
+		h, err := os.Hostname()
+		if err != nil {
+			h = ""
+		}
+		hostVal = h
+	})
+	return hostVal
+}
+
+// judge decides whether the lock described by s (content and mtime already
+// filled in) is held or stale, setting State, Alive and Reason.
+//
+// The rules, in order:
+//   - content that is not a valid record is held while its mtime is under
+//     WriteGrace old (its writer may not have written it yet), stale after;
+//   - a heartbeat older than staleAfter is stale, whatever else is true;
+//   - a record from another host is held: its pid cannot be checked here;
+//   - a pid that is gone, or that now names a process started at another
+//     time than the record says (a recycled pid), is stale, unless the
+//     record's job process group still has a live process;
+//   - otherwise it is held.
+func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
+	s.HeartbeatAge = now.Sub(s.ModTime)
+	setStale := func(format string, a ...any) {
+		s.State, s.Alive, s.Reason = StateStale, false, fmt.Sprintf(format, a...)
+	}
+	setHeld := func(format string, a ...any) {
+		s.State, s.Alive, s.Reason = StateHeld, true, fmt.Sprintf(format, a...)
+	}
+	if s.Info == nil {
+		if s.HeartbeatAge < WriteGrace {
+			setHeld("lock file has no valid record yet (%s old); it may still be being written", fmtAge(s.HeartbeatAge))
+			return
+		}
+		setStale("lock file has no valid record and is %s old", fmtAge(s.HeartbeatAge))
+		return
+	}
+	if s.HeartbeatAge > staleAfter {
+		setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
+		return
+	}
+	info := s.Info
+	if !sameHost(info.Host) {
+		setHeld("held from host %s: only its heartbeat can be checked", info.Host)
+		return
+	}
+	gone := ""
+	switch {
+	case !p.alive(info.PID):
+		gone = fmt.Sprintf("pid %d is gone", info.PID)
+	case info.PIDStart != 0:
+		if started, ok := p.startTime(info.PID); ok && !withinTolerance(started, info.PIDStart) {
+			gone = fmt.Sprintf("pid %d now belongs to another process (started %s, holder started %s)",
+				info.PID, fmtStamp(time.UnixMilli(started)), fmtStamp(time.UnixMilli(info.PIDStart)))
+		}
+	}
+	if gone == "" {
+		setHeld("")
+		return
+	}
+	if info.ChildPGID > 0 && p.groupAlive(info.ChildPGID) {
+		setHeld("%s but its job (process group %d) is still running", gone, info.ChildPGID)
+		return
+	}
+	setStale("%s", gone)
+}

@@ -1,0 +1,543 @@
+// Package lock is a cross-process mutex held as a lock file created with
+// O_CREAT|O_EXCL, compatible with the Node render lock of the seed article:
+// both write the same JSON record to the same path, so gpuexec and the
+// seed's Node tool exclude each other on one lock.
+//
+// Guarantees, among processes using this package on one host and a local
+// filesystem:
+//   - at most one holds the lock at a time, whatever the interleaving,
+//     including several waiters judging one stale lock at the same instant;
+//   - a lock is removed only by its holder (same pid and token), or after it
+//     was judged stale and re-read under rename to be the very lock judged;
+//   - a holder's lock is never judged stale while its pid is alive (EPERM
+//     counts as alive), while the process group of its job still runs, or
+//     while its heartbeat is younger than Options.Stale.
+//
+// Against the seed's Node tool, exclusion rests on the lock file's
+// O_CREAT|O_EXCL alone, as it always did (see removeIfSame for the one
+// window that the seed's own clearing leaves open).
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults for zero Options fields; the seed's values.
+const (
+	DefaultPoll      = 20 * time.Second
+	DefaultReport    = 5 * time.Minute
+	DefaultHeartbeat = 5 * time.Minute
+	DefaultStale     = 90 * time.Minute
+)
+
+// DefaultPath is the lock used when none is named: gpuexec/gpu.lock under
+// the OS's temporary folder.
+func DefaultPath() string {
+	return filepath.Join(os.TempDir(), "gpuexec", "gpu.lock")
+}
+
+// DefaultOwner is the login user name, or "unknown".
+func DefaultOwner() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name := u.Username
+		// Windows names are DOMAIN\user.
+		if i := lastIndexAny(name, `\/`); i >= 0 {
+			name = name[i+1:]
+		}
+		return name
+	}
+	for _, v := range []string{"USER", "USERNAME", "LOGNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return "unknown"
+}
+
+func lastIndexAny(s, chars string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		for j := 0; j < len(chars); j++ {
+			if s[i] == chars[j] {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// Options says which lock to take and how to behave while waiting and
+// holding. Zero durations take the Default values.
+type Options struct {
+	// Path is the lock file; its folder is created if missing.
+	Path string
+	// Owner and Slug are recorded in the lock: who holds it and which job.
+	Owner, Slug string
+	// Poll is how often a waiter re-checks the lock.
+	Poll time.Duration
+	// Report is how often a waiter logs the current holder.
+	Report time.Duration
+	// Heartbeat is how often a holder touches the lock file's mtime.
+	Heartbeat time.Duration
+	// Stale is the heartbeat age after which a lock is stale.
+	Stale time.Duration
+	// Logger receives the waiting, acquired, stale-cleared, lost and
+	// released lines. Nil logs nothing.
+	Logger hclog.Logger
+}
+
+// ErrInvalid is wrapped by errors about Options.
+var ErrInvalid = errors.New("lock: invalid options")
+
+func (o Options) withDefaults() (Options, error) {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		switch {
+		case *d == 0:
+			*d = v
+		case *d < 0:
+			return fmt.Errorf("%w: %s must be positive, not %s", ErrInvalid, name, *d)
+		}
+		return nil
+	}
+	if o.Path == "" {
+		return o, fmt.Errorf("%w: empty lock path", ErrInvalid)
+	}
+	abs, err := filepath.Abs(o.Path)
+	if err != nil {
+		return o, fmt.Errorf("%w: lock path %q: %v", ErrInvalid, o.Path, err)
+	}
+	o.Path = abs
+	if err := errors.Join(
+		def(&o.Poll, DefaultPoll, "poll"),
+		def(&o.Report, DefaultReport, "report"),
+		def(&o.Stale, DefaultStale, "stale"),
+		def(&o.Heartbeat, min(DefaultHeartbeat, o.Stale/3), "heartbeat"),
+	); err != nil {
+		return o, err
+	}
+	if o.Heartbeat >= o.Stale {
+		return o, fmt.Errorf("%w: heartbeat (%s) must be shorter than stale (%s), or a live holder looks stale", ErrInvalid, o.Heartbeat, o.Stale)
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return o, nil
+}
+
+// ErrHeld is returned by Clear for a lock whose holder is alive.
+var ErrHeld = errors.New("lock: held by a live holder")
+
+// WaitError is returned by Acquire when ctx ends before the lock is had. It
+// wraps ctx's error: errors.Is(err, context.DeadlineExceeded) tells a
+// deadline from a cancellation.
+type WaitError struct {
+	// Holder is the lock as last seen while waiting.
+	Holder *Status
+	// Waited is how long Acquire waited.
+	Waited time.Duration
+	Err    error
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("lock: gave up after %s: held by %s: %v", fmtAge(e.Waited), e.Holder.Holder(), e.Err)
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// Acquire queues for the lock until it holds it or ctx ends. While waiting
+// it re-checks every Options.Poll, clears stale locks (logging why), and logs
+// the holder every Options.Report. The returned lock is kept alive by a
+// heartbeat until Release. When ctx ends first the error is a *WaitError;
+// other errors (an unusable path, a lock path that is not a regular file)
+// end the wait at once.
+func Acquire(ctx context.Context, o Options) (*Held, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var nextReport time.Time
+	poll := time.NewTimer(o.Poll)
+	defer poll.Stop()
+	for {
+		h, st, err := attempt(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+			}
+			return nil, err
+		}
+		if h != nil {
+			o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
+				"waited", fmtAge(time.Since(start)))
+			return h, nil
+		}
+		if now := time.Now(); !now.Before(nextReport) {
+			o.Logger.Info(waitingLine(st), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			nextReport = now.Add(o.Report)
+		}
+		poll.Reset(o.Poll)
+		select {
+		case <-ctx.Done():
+			return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+		case <-poll.C:
+		}
+	}
+}
+
+// waitingLine is the line a waiter logs:
+// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18".
+func waitingLine(st *Status) string {
+	s := "waiting for GPU lock: held by " + st.Holder()
+	if st.Info != nil {
+		if t := st.Info.Acquired(); !t.IsZero() {
+			s += " since " + t.Local().Format("15:04")
+		}
+	}
+	if st.Reason != "" {
+		s += " (" + st.Reason + ")"
+	}
+	return s
+}
+
+// TryAcquire takes the lock if it is free or stale, without waiting.
+// Contention is not an error: it returns (nil, false, nil).
+func TryAcquire(o Options) (*Held, bool, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, false, err
+	}
+	h, _, err := attempt(context.Background(), o)
+	return h, h != nil, err
+}
+
+// WithLock runs fn while holding the lock, releasing it however fn ends
+// (return, error or panic). fn's context is cancelled if the lock is lost.
+// The error is fn's, Acquire's or Release's.
+func WithLock(ctx context.Context, o Options, fn func(ctx context.Context) error) (err error) {
+	h, err := Acquire(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, h.Release()) }()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.Lost():
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	return fn(fctx)
+}
+
+// maxAttempts bounds how often one attempt re-tries the create after
+// clearing a stale lock or finding the lock released under it.
+const maxAttempts = 4
+
+// attempt makes one try for the lock under the guard: create it, or judge
+// the lock that is there, clear it if stale and create it. It returns the
+// held lock, or nil and the lock's status under contention.
+func attempt(ctx context.Context, o Options) (*Held, *Status, error) {
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+		return nil, nil, err
+	}
+	g, err := takeGuard(ctx, o.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer g.release()
+	var st *Status
+	for range maxAttempts {
+		info, err := newInfo(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		err = createRecord(o.Path, info)
+		if err == nil {
+			return newHeld(o, info), nil, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, nil, err
+		}
+		if st, err = readStatus(o.Path); err != nil {
+			return nil, nil, err
+		}
+		if st.State == StateFree {
+			continue // released between our create and our read
+		}
+		judge(st, time.Now(), o.Stale, osProber{})
+		if st.State == StateHeld {
+			return nil, st, nil
+		}
+		err = removeIfSame(o.Path, st)
+		if errors.Is(err, errChanged) {
+			o.Logger.Warn("GPU lock changed while clearing it as stale; judging it again", "path", o.Path, "error", err)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		o.Logger.Warn("cleared stale GPU lock", "path", o.Path, "holder", st.Holder(), "reason", st.Reason)
+	}
+	return nil, st, nil
+}
+
+var (
+	selfStartOnce sync.Once
+	selfStart     int64
+)
+
+func newInfo(o Options) (*Info, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	selfStartOnce.Do(func() { selfStart, _ = processStart(os.Getpid()) })
+	return &Info{
+		PID:        os.Getpid(),
+		AcquiredAt: time.Now().UTC().Format(isoMillis),
+		Owner:      o.Owner,
+		Slug:       o.Slug,
+		Token:      token,
+		Host:       hostName(),
+		PIDStart:   selfStart,
+	}, nil
+}
+
+// Inspect reads and judges the lock at path, for status displays. stale is
+// the heartbeat age after which it is stale (0: DefaultStale).
+func Inspect(path string, stale time.Duration) (*Status, error) {
+	o, err := Options{Path: path, Stale: stale}.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := readStatus(o.Path)
+	if err != nil || st.State == StateFree {
+		return st, err
+	}
+	judge(st, time.Now(), o.Stale, osProber{})
+	return st, nil
+}
+
+// Clear removes the lock at path if it is stale, and returns it as judged.
+// A free lock is not an error. A live holder's lock is left in place and
+// ErrHeld returned, unless force is set; a forced clear makes a gpuexec
+// holder notice at its next heartbeat that its lock is lost. Like every
+// removal here it renames the lock aside and re-reads it first, so a lock
+// created in the meantime is never removed.
+func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*Status, error) {
+	o, err := Options{Path: path, Stale: stale, Logger: logger}.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	defer g.release()
+	st, err := readStatus(o.Path)
+	if err != nil || st.State == StateFree {
+		return st, err
+	}
+	judge(st, time.Now(), o.Stale, osProber{})
+	if st.State == StateHeld && !force {
+		return st, fmt.Errorf("%w: %s", ErrHeld, st.Holder())
+	}
+	if err := removeIfSame(o.Path, st); err != nil {
+		return st, err
+	}
+	reason := st.Reason
+	if st.State == StateHeld {
+		reason = "forced"
+	}
+	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
+	return st, nil
+}
+
+// Held is a held lock. Its heartbeat keeps the lock file's mtime fresh until
+// Release. Its methods are safe for concurrent use.
+type Held struct {
+	o    Options
+	info *Info
+
+	mu       sync.Mutex
+	released bool
+	lostWhy  error
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newHeld(o Options, info *Info) *Held {
+	h := &Held{
+		o:    o,
+		info: info,
+		lost: make(chan struct{}),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	go h.heartbeat()
+	return h
+}
+
+// Path is the lock file's absolute path.
+func (h *Held) Path() string { return h.o.Path }
+
+// Info is the record written into the lock file.
+func (h *Held) Info() Info {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return *h.info
+}
+
+// Lost is closed when the lock was found to be no longer ours (removed, or
+// replaced by another holder's) at a heartbeat. Someone else may hold the
+// lock from then on; the caller should stop using what it guards.
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// LostReason says why Lost was closed; nil while it is not.
+func (h *Held) LostReason() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lostWhy
+}
+
+func (h *Held) markLost(why error) {
+	h.lostOnce.Do(func() {
+		h.mu.Lock()
+		h.lostWhy = why
+		h.mu.Unlock()
+		h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
+		close(h.lost)
+	})
+}
+
+func (h *Held) heartbeat() {
+	defer close(h.done)
+	t := time.NewTicker(h.o.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		if err := h.touch(); err != nil {
+			if errors.Is(err, errNotOurs) {
+				h.markLost(err)
+				return
+			}
+			h.o.Logger.Warn("GPU lock heartbeat failed; retrying at the next one", "path", h.o.Path, "error", err)
+		}
+	}
+}
+
+// errNotOurs says the lock file no longer holds our record.
+var errNotOurs = errors.New("the lock file no longer holds this process's record")
+
+// ours reads the lock under the guard and checks it is still ours.
+func (h *Held) ours() (*Status, error) {
+	st, err := readStatus(h.o.Path)
+	if err != nil {
+		return nil, err
+	}
+	if st.State == StateFree {
+		return nil, fmt.Errorf("%w: it was removed", errNotOurs)
+	}
+	if st.Info == nil || st.Info.Token != h.info.Token || st.Info.PID != h.info.PID {
+		return nil, fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
+	}
+	return st, nil
+}
+
+// touch is one heartbeat: set the lock file's mtime to now if it is ours.
+func (h *Held) touch() error {
+	g, err := takeGuard(context.Background(), h.o.Path)
+	if err != nil {
+		return err
+	}
+	defer g.release()
+	if _, err := h.ours(); err != nil {
+		return err
+	}
+	now := time.Now()
+	return os.Chtimes(h.o.Path, now, now)
+}
+
+// RecordChild writes the process group of the job run under the lock into
+// the record (childPgid), so that the lock stays alive while that group
+// runs even if this process is killed. It also counts as a heartbeat.
+func (h *Held) RecordChild(pgid int) error {
+	g, err := takeGuard(context.Background(), h.o.Path)
+	if err != nil {
+		return err
+	}
+	defer g.release()
+	if _, err := h.ours(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	next := *h.info
+	next.ChildPGID = pgid
+	h.mu.Unlock()
+	if err := replaceRecord(h.o.Path, &next); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.info = &next
+	h.mu.Unlock()
+	return nil
+}
+
+// releaseGuardWait bounds how long Release waits for the guard. Release
+// must happen even if a stopped process holds the guard; without it,
+// removal is still safe (rename, re-read, compare), only not serialized.
+const releaseGuardWait = 5 * time.Second
+
+// Release stops the heartbeat and removes the lock file if it still holds
+// this lock's pid and token; a lock that is no longer ours is left alone.
+// It is safe to call more than once; later calls do nothing.
+func (h *Held) Release() error {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return nil
+	}
+	h.released = true
+	h.mu.Unlock()
+	close(h.stop)
+	<-h.done
+
+	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
+	defer cancel()
+	g, gerr := takeGuard(ctx, h.o.Path)
+	if gerr != nil {
+		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
+	}
+	defer g.release()
+	st, err := h.ours()
+	if errors.Is(err, errNotOurs) {
+		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lock: release: %w", err)
+	}
+	if err := removeIfSame(h.o.Path, st); err != nil {
+		return fmt.Errorf("lock: release: %w", err)
+	}
+	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
+	return nil
+}

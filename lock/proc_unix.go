@@ -1,0 +1,28 @@
+//go:build unix
+
+package lock
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// processAlive reports whether pid exists: kill(pid, 0) succeeds, or fails
+// with EPERM (the process exists but belongs to someone else).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// groupAlive reports whether process group pgid still has a member.
+func groupAlive(pgid int) bool {
+	if pgid <= 1 {
+		return false
+	}
+	err := unix.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}

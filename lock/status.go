@@ -1,0 +1,65 @@
+package lock
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Describe is the one human line `gpuexec status` prints: "free", or the
+// holder, since when, the heartbeat's age, and alive or stale and why.
+func (s *Status) Describe() string {
+	if s.State == StateFree {
+		return "free"
+	}
+	var b strings.Builder
+	if s.State == StateStale {
+		b.WriteString("stale: ")
+	}
+	b.WriteString("held by " + s.Holder())
+	if s.Info != nil {
+		if t := s.Info.Acquired(); !t.IsZero() {
+			b.WriteString(" since " + fmtStamp(t))
+		}
+	}
+	fmt.Fprintf(&b, ", heartbeat %s ago", fmtAge(s.HeartbeatAge))
+	switch {
+	case s.State == StateStale:
+		b.WriteString("; " + s.Reason)
+	case s.Reason != "":
+		b.WriteString(", alive (" + s.Reason + ")")
+	default:
+		b.WriteString(", alive")
+	}
+	return b.String()
+}
+
+// JSON is the object `gpuexec status --json` prints: the record's fields as
+// read (unknown ones included), then state, path, heartbeatAgeSeconds,
+// alive and staleReason, which win over record fields of the same name.
+func (s *Status) JSON() map[string]any {
+	m := make(map[string]any, len(s.Fields)+6)
+	for k, v := range s.Fields {
+		m[k] = v
+	}
+	m["state"] = string(s.State)
+	m["path"] = s.Path
+	m["alive"] = s.Alive
+	if s.State == StateFree {
+		return m
+	}
+	m["heartbeatAgeSeconds"] = math.Round(s.HeartbeatAge.Seconds()*1000) / 1000
+	m["modTime"] = s.ModTime.UTC().Format(isoMillis)
+	if s.State == StateStale {
+		m["staleReason"] = s.Reason
+	} else {
+		m["staleReason"] = nil
+		if s.Reason != "" {
+			m["note"] = s.Reason
+		}
+	}
+	if s.Info == nil {
+		m["content"] = string(s.Content)
+	}
+	return m
+}

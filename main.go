@@ -1,0 +1,373 @@
+// Command gpuexec runs a command while holding a cross-process GPU lock, so
+// that independent programs share one GPU without two jobs on the card at
+// once. See README.md and SPEC.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/signals"
+	"github.com/gpuexec/gpuexec/supervisor"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module version go install recorded, or "dev".
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run is gpuexec with its arguments and output streams; it returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	// Everything after the first "--" is the child's argv, verbatim: the
+	// parser never sees it, so a child named "status" is not a subcommand.
+	var child []string
+	for i, a := range args {
+		if a == "--" {
+			args, child = args[:i], args[i+1:]
+			if child == nil {
+				child = []string{}
+			}
+			break
+		}
+	}
+	app := newApp(child, stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, "gpuexec: "+msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "gpuexec: "+err.Error())
+	return supervisor.ExitFailed
+}
+
+func getVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// usageError turns a flag parsing error into one line and status 125,
+// without the help text.
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return cli.Exit(err.Error()+" (see gpuexec --help)", supervisor.ExitFailed)
+}
+
+func env(name string) []string { return []string{"GPUEXEC_" + name} }
+
+func lockFlag() cli.Flag {
+	return &cli.StringFlag{Name: "lock", Value: lock.DefaultPath(), EnvVars: env("LOCK"), TakesFile: true,
+		Usage: "the lock `PATH`; its folder is created if missing"}
+}
+
+func staleFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "stale", Value: lock.DefaultStale, EnvVars: env("STALE"),
+		Usage: "a lock whose heartbeat (mtime) is older than this is stale"}
+}
+
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		lockFlag(),
+		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
+		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
+		&cli.DurationFlag{Name: "wait", Value: 150 * time.Minute, EnvVars: env("WAIT"), Usage: "longest time to queue for the lock; 0 tries once"},
+		&cli.DurationFlag{Name: "poll", Value: lock.DefaultPoll, EnvVars: env("POLL"), Usage: "how often a waiter re-checks the lock"},
+		&cli.DurationFlag{Name: "report", Value: lock.DefaultReport, EnvVars: env("REPORT"), Usage: "while waiting, log the holder this often"},
+		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
+		staleFlag(),
+		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none"},
+		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "after SIGTERM, SIGKILL the command's group this much later"},
+		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
+		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated"},
+		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
+		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
+		&cli.IntFlag{Name: "log-max-age", Value: 30, EnvVars: env("LOG_MAX_AGE"), Usage: "delete rotated --log files older than this many `DAYS` (0 keeps all)"},
+		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "trace, debug, info, warn, error or off"},
+	}
+}
+
+func newApp(child []string, stdout, stderr io.Writer) *cli.App {
+	runAction := func(c *cli.Context) error {
+		argv := child
+		if argv == nil {
+			argv = c.Args().Slice()
+		}
+		return runJob(c, argv, stderr)
+	}
+	return &cli.App{
+		Name:      "gpuexec",
+		Usage:     "run a command while holding a cross-process GPU lock",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json]\ngpuexec clear [--lock PATH] [--force]",
+		Version:   getVersion(),
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags:     runFlags(),
+		Action:    runAction,
+		// Errors are printed once, by run.
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{
+				Name:         "run",
+				Usage:        "run COMMAND while holding the lock (the same as without a subcommand)",
+				ArgsUsage:    "-- COMMAND [ARG...]",
+				Flags:        runFlags(),
+				Action:       runAction,
+				OnUsageError: usageError,
+			},
+			{
+				Name:  "status",
+				Usage: "show who holds the lock, since when, the heartbeat's age, alive or stale",
+				Flags: []cli.Flag{
+					lockFlag(), staleFlag(),
+					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+				},
+				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
+				OnUsageError: usageError,
+			},
+			{
+				Name:  "clear",
+				Usage: "remove a stale lock (a live holder's only with --force)",
+				Flags: []cli.Flag{
+					lockFlag(), staleFlag(),
+					&cli.BoolFlag{Name: "force", Usage: "remove the lock even if its holder is alive"},
+				},
+				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
+				OnUsageError: usageError,
+			},
+		},
+	}
+}
+
+// noArgs refuses stray arguments of status and clear, and a "--" given to
+// them.
+func noArgs(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().First()), supervisor.ExitFailed)
+	}
+	return nil
+}
+
+// failed is gpuexec's own failure: one line, status 125.
+func failed(format string, a ...any) error {
+	return cli.Exit(fmt.Sprintf(format, a...), supervisor.ExitFailed)
+}
+
+func nonNegative(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if d := c.Duration(n); d < 0 {
+			return failed("--%s must not be negative, got %s", n, d)
+		}
+	}
+	return nil
+}
+
+func positive(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if d := c.Duration(n); d <= 0 {
+			return failed("--%s must be positive, got %s", n, d)
+		}
+	}
+	return nil
+}
+
+// lockPath is --lock made absolute, refusing an empty one.
+func lockPath(c *cli.Context) (string, error) {
+	p := c.String("lock")
+	if p == "" {
+		return "", failed("--lock must not be empty")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", failed("--lock %q: %v", p, err)
+	}
+	return abs, nil
+}
+
+func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
+	if len(argv) == 0 {
+		return failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+	}
+	if err := errors.Join(
+		positive(c, "poll", "report", "heartbeat", "stale"),
+		nonNegative(c, "wait", "timeout", "kill-after"),
+	); err != nil {
+		return err
+	}
+	if c.Duration("heartbeat") >= c.Duration("stale") {
+		return failed("--heartbeat (%s) must be shorter than --stale (%s), or a live holder would look stale", c.Duration("heartbeat"), c.Duration("stale"))
+	}
+	onLost := c.String("on-lost")
+	if onLost != "stop" && onLost != "continue" {
+		return failed("--on-lost must be stop or continue, got %q", onLost)
+	}
+	path, err := lockPath(c)
+	if err != nil {
+		return err
+	}
+	logger, closeLog, err := newLogger(c, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+
+	owner := c.String("owner")
+	if owner == "" {
+		owner = lock.DefaultOwner()
+	}
+	slug := c.String("slug")
+	if slug == "" {
+		slug = filepath.Base(argv[0])
+	}
+	sigs, stop := signals.Notify()
+	defer stop()
+	code := supervisor.Run(context.Background(), supervisor.Config{
+		Lock: lock.Options{
+			Path:      path,
+			Owner:     owner,
+			Slug:      slug,
+			Poll:      c.Duration("poll"),
+			Report:    c.Duration("report"),
+			Heartbeat: c.Duration("heartbeat"),
+			Stale:     c.Duration("stale"),
+			Logger:    logger.Named("lock"),
+		},
+		Wait:           c.Duration("wait"),
+		Argv:           argv,
+		Timeout:        c.Duration("timeout"),
+		KillAfter:      c.Duration("kill-after"),
+		ContinueOnLost: onLost == "continue",
+		Signals:        sigs,
+		Logger:         logger.Named("supervisor"),
+	})
+	if code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// newLogger builds the root logger: human lines on stderr and, with --log,
+// a lumberjack-rotated file (human or JSON) that gets the same lines.
+func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(), error) {
+	level := hclog.LevelFromString(c.String("log-level"))
+	if level == hclog.NoLevel {
+		return nil, nil, failed("--log-level must be trace, debug, info, warn, error or off, got %q", c.String("log-level"))
+	}
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
+		Name:   "gpuexec",
+		Level:  level,
+		Output: stderr,
+	})
+	file := c.String("log")
+	if file == "" {
+		return logger, func() {}, nil
+	}
+	for _, n := range []string{"log-max-size", "log-max-backups", "log-max-age"} {
+		if c.Int(n) < 0 {
+			return nil, nil, failed("--%s must not be negative, got %d", n, c.Int(n))
+		}
+	}
+	// lumberjack opens the file lazily and its errors would be lost in
+	// the logger: find out now whether the file can be written.
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, nil, failed("--log %s: %v", file, err)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, failed("--log: %v", err)
+	}
+	f.Close()
+	lj := &lumberjack.Logger{
+		Filename:   file,
+		MaxSize:    c.Int("log-max-size"),
+		MaxBackups: c.Int("log-max-backups"),
+		MaxAge:     c.Int("log-max-age"),
+	}
+	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{
+		Name:       "gpuexec",
+		Level:      level,
+		Output:     lj,
+		JSONFormat: c.Bool("log-json"),
+	}))
+	return logger, func() { lj.Close() }, nil
+}
+
+func statusCmd(c *cli.Context, stdout io.Writer) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := positive(c, "stale"); err != nil {
+		return err
+	}
+	path, err := lockPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := lock.Inspect(path, c.Duration("stale"))
+	if err != nil {
+		return failed("%v", err)
+	}
+	if c.Bool("json") {
+		b, err := json.Marshal(st.JSON())
+		if err != nil {
+			return failed("%v", err)
+		}
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	fmt.Fprintln(stdout, st.Describe())
+	return nil
+}
+
+func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := positive(c, "stale"); err != nil {
+		return err
+	}
+	path, err := lockPath(c)
+	if err != nil {
+		return err
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info})
+	st, err := lock.Clear(path, c.Bool("force"), c.Duration("stale"), logger.Named("lock"))
+	switch {
+	case errors.Is(err, lock.ErrHeld):
+		return cli.Exit(fmt.Sprintf("not cleared: %s; use --force to remove a live holder's lock", st.Describe()), 1)
+	case err != nil:
+		return failed("%v", err)
+	case st.State == lock.StateFree:
+		fmt.Fprintln(stdout, "free: nothing to clear")
+	default:
+		fmt.Fprintln(stdout, "cleared: "+st.Describe())
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package signals is gpuexec's signal policy: which signals it catches, and
+// what status it exits with when one ends it.
+//
+// Caught signals are forwarded to the child's whole process group while a
+// job runs (its own group no longer hears the terminal's Ctrl+C, so
+// forwarding is the only way it does), and end a wait for the lock with
+// 128+N. Others are left to the Go runtime's defaults; SIGCHLD and SIGURG
+// (the runtime's preemption signal) in particular are never caught or
+// forwarded.
+package signals
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Notify starts delivering the caught signals to the returned channel, which
+// is buffered so that a burst is not lost while gpuexec is busy. stop
+// restores the default handling.
+func Notify() (c <-chan os.Signal, stop func()) {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, Caught...)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// ExitStatus is the status gpuexec exits with when sig ends it: 128+N, as a
+// shell reports a process killed by signal N (130 for SIGINT, 143 for
+// SIGTERM).
+func ExitStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 128 + int(syscall.SIGTERM)
+}
+
+// Name is the signal's conventional name ("SIGINT").
+func Name(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if n, ok := names[s]; ok {
+			return n
+		}
+	}
+	return sig.String()
+}

@@ -1,0 +1,431 @@
+// Package supervisor runs one job under the GPU lock: it queues for the lock,
+// starts the command in its own process group (Unix) or Job Object
+// (Windows), forwards signals to the whole group, enforces the timeout,
+// stops the group when the lock is lost, and releases the lock on every way
+// out, after the job is confirmed gone.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/signals"
+)
+
+// Exit statuses of gpuexec's own making. Every other status is the child's
+// (its exit code, or 128+N when signal N killed it).
+const (
+	ExitDeferred   = 75  // gave up waiting for the lock: the job is deferred
+	ExitTimeout    = 124 // the child was stopped at --timeout
+	ExitFailed     = 125 // gpuexec itself failed
+	ExitCannotExec = 126 // COMMAND found but not executable
+	ExitNotFound   = 127 // COMMAND not found
+)
+
+// DefaultKillAfter is the grace period between SIGTERM and SIGKILL. Long
+// enough for a render to flush a partial file and free the GPU cleanly;
+// short enough that a hung job does not hold the card long after it was
+// told to stop.
+const DefaultKillAfter = 10 * time.Second
+
+// Environment variables set for the child.
+const (
+	EnvLockHeld = "GPUEXEC_LOCK_HELD" // "1"
+	EnvLockPath = "GPUEXEC_LOCK"      // the lock file's absolute path
+)
+
+// Config is one job.
+type Config struct {
+	// Lock says which lock to hold and how to wait for it.
+	Lock lock.Options
+	// Wait is the longest time to queue for the lock; 0 tries once.
+	Wait time.Duration
+	// Argv is the command and its arguments.
+	Argv []string
+	// Env is the child's environment before the EnvLock* variables are
+	// added; nil means os.Environ().
+	Env []string
+	// Stdin, Stdout and Stderr are the child's; nil means gpuexec's own.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Timeout is the longest run of the child; 0 is none.
+	Timeout time.Duration
+	// KillAfter is the grace between SIGTERM and SIGKILL to the group.
+	KillAfter time.Duration
+	// ContinueOnLost lets the job finish when the lock is lost while it
+	// runs; by default the job is stopped, so that two jobs never share
+	// the GPU.
+	ContinueOnLost bool
+	// Signals are the signals that reach gpuexec (see package signals);
+	// nil means none are handled.
+	Signals <-chan os.Signal
+	// Logger receives every log line; nil logs nothing.
+	Logger hclog.Logger
+}
+
+// Run runs the job and returns gpuexec's exit status. Failures are logged.
+func Run(ctx context.Context, cfg Config) int {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	log := cfg.Logger
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		log.Error("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+		return ExitFailed
+	}
+	path, code, err := resolve(cfg.Argv[0])
+	if err != nil {
+		log.Error(err.Error())
+		return code
+	}
+
+	held, code := acquire(ctx, cfg)
+	if held == nil {
+		return code
+	}
+	// A signal that arrived as the lock was taken ends the job before it
+	// starts.
+	select {
+	case sig := <-cfg.Signals:
+		log.Warn("interrupted before the job started", "signal", signals.Name(sig))
+		releaseLogged(held, log)
+		return signals.ExitStatus(sig)
+	default:
+	}
+
+	code = supervise(ctx, cfg, path, held)
+	releaseLogged(held, log)
+	return code
+}
+
+// resolve finds the command as exec would, mapping failures to 126/127.
+func resolve(name string) (string, int, error) {
+	path, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return path, 0, nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
+	case errors.Is(err, exec.ErrDot):
+		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
+	default:
+		return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
+	}
+}
+
+// acquire queues for the lock, returning it, or nil and the exit status.
+func acquire(ctx context.Context, cfg Config) (*lock.Held, int) {
+	log := cfg.Logger
+	if cfg.Wait == 0 {
+		held, ok, err := lock.TryAcquire(cfg.Lock)
+		switch {
+		case err != nil:
+			log.Error("cannot use the GPU lock", "error", err)
+			return nil, ExitFailed
+		case !ok:
+			holder := "another job"
+			if st, err := lock.Inspect(cfg.Lock.Path, cfg.Lock.Stale); err == nil && st.State != lock.StateFree {
+				holder = st.Holder()
+			}
+			log.Warn("GPU lock is held by "+holder+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
+		}
+		return held, 0
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, cfg.Wait)
+	defer cancel()
+	type result struct {
+		held *lock.Held
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h, err := lock.Acquire(wctx, cfg.Lock)
+		got <- result{h, err}
+	}()
+	var r result
+	select {
+	case r = <-got:
+	case sig := <-cfg.Signals:
+		cancel()
+		r = <-got
+		if r.held != nil {
+			releaseLogged(r.held, log)
+		}
+		log.Warn("interrupted while waiting for the GPU lock", "signal", signals.Name(sig))
+		return nil, signals.ExitStatus(sig)
+	}
+	var werr *lock.WaitError
+	switch {
+	case r.err == nil:
+		return r.held, 0
+	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
+		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
+			werr.Waited.Round(time.Second), werr.Holder.Holder()), "path", cfg.Lock.Path)
+		return nil, ExitDeferred
+	case ctx.Err() != nil:
+		log.Warn("stopped while waiting for the GPU lock", "error", ctx.Err())
+		return nil, ExitFailed
+	default:
+		log.Error("cannot use the GPU lock", "error", r.err)
+		return nil, ExitFailed
+	}
+}
+
+func releaseLogged(h *lock.Held, log hclog.Logger) {
+	if err := h.Release(); err != nil {
+		log.Error("could not release the GPU lock", "error", err)
+	}
+}
+
+// childEnv is the child's environment: cfg.Env (or gpuexec's) with the
+// lock's variables set.
+func childEnv(cfg Config, held *lock.Held) []string {
+	base := cfg.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make([]string, 0, len(base)+2)
+	for _, kv := range base {
+		if strings.HasPrefix(kv, EnvLockHeld+"=") || strings.HasPrefix(kv, EnvLockPath+"=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, EnvLockHeld+"=1", EnvLockPath+"="+held.Path())
+}
+
+// waited is how the child ended.
+type waited struct {
+	state *os.ProcessState
+	err   error
+}
+
+// start starts cmd on a goroutine locked to its OS thread, which then waits
+// for it: on Linux the child's parent-death signal fires when the thread
+// that forked it ends, so that thread must live as long as the child.
+func start(cmd *exec.Cmd) (<-chan waited, error) {
+	started := make(chan error, 1)
+	done := make(chan waited, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread exits with this goroutine, after
+		// the child is reaped.
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		done <- waited{cmd.ProcessState, err}
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// supervise starts the child and watches it until it and its group are
+// gone, returning the exit status.
+func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) int {
+	log := cfg.Logger
+	cmd := exec.Command(path, cfg.Argv[1:]...)
+	cmd.Args[0] = cfg.Argv[0]
+	cmd.Env = childEnv(cfg, held)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = cfg.Stdin, cfg.Stdout, cfg.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	configure(cmd)
+
+	began := time.Now()
+	done, err := start(cmd)
+	if err != nil {
+		code := ExitCannotExec
+		if errors.Is(err, fs.ErrNotExist) {
+			code = ExitNotFound
+		}
+		log.Error("could not start the job", "command", cfg.Argv[0], "error", err)
+		return code
+	}
+	grp, err := newGroup(cmd)
+	if err != nil {
+		log.Error("could not put the job in its own group; stopping it", "error", err)
+		cmd.Process.Kill()
+		<-done
+		return ExitFailed
+	}
+	defer grp.close()
+	log.Info("job started", "pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " "))
+	if err := held.RecordChild(grp.id()); err != nil {
+		log.Debug("could not record the job's group in the lock", "error", err)
+	}
+
+	w := &watch{cfg: cfg, grp: grp, log: log, lostC: held.Lost()}
+	res := w.run(ctx, done)
+	w.drain()
+
+	code := exitStatus(res.state)
+	switch {
+	case w.timedOut:
+		code = ExitTimeout
+	case w.lostStop:
+		code = ExitFailed
+	}
+	log.Info("job exited", "status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String())
+	return code
+}
+
+// watch is the select loop over child exit, signals, timeout and lock loss.
+type watch struct {
+	cfg   Config
+	grp   *group
+	log   hclog.Logger
+	lostC <-chan struct{}
+
+	termSent  bool
+	killAt    time.Time
+	killTimer *time.Timer
+	killed    bool
+	timedOut  bool
+	lostStop  bool
+}
+
+// stop sends sig (the graceful stop) to the group and arms the kill timer
+// once.
+func (w *watch) stop(sig os.Signal) {
+	if err := w.grp.signal(sig); err != nil {
+		w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
+	}
+	if w.termSent {
+		return
+	}
+	w.termSent = true
+	w.killAt = time.Now().Add(w.cfg.KillAfter)
+	w.killTimer = time.NewTimer(w.cfg.KillAfter)
+}
+
+func (w *watch) kill() {
+	if w.killed {
+		return
+	}
+	w.killed = true
+	if err := w.grp.kill(); err != nil {
+		w.log.Debug("killing the job's group", "error", err)
+	}
+}
+
+func (w *watch) run(ctx context.Context, done <-chan waited) waited {
+	var timeout <-chan time.Time
+	if w.cfg.Timeout > 0 {
+		t := time.NewTimer(w.cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	lost := w.lostC
+	ctxDone := ctx.Done()
+	for {
+		var killC <-chan time.Time
+		if w.killTimer != nil && !w.killed {
+			killC = w.killTimer.C
+		}
+		select {
+		case r := <-done:
+			return r
+		case sig := <-w.cfg.Signals:
+			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
+			w.stop(sig)
+		case <-timeout:
+			timeout = nil
+			w.timedOut = true
+			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String())
+			w.stop(terminate)
+		case <-lost:
+			lost = nil
+			if w.cfg.ContinueOnLost {
+				w.log.Error("GPU lock lost while the job runs; letting it finish (--on-lost continue): another job may share the GPU")
+				continue
+			}
+			w.lostStop = true
+			w.log.Error("GPU lock lost while the job runs; stopping the job so that two jobs never share the GPU")
+			w.stop(terminate)
+		case <-ctxDone:
+			ctxDone = nil
+			w.log.Warn("stopping the job", "reason", ctx.Err())
+			w.stop(terminate)
+		case <-killC:
+			w.log.Warn("job still running after the grace period; killing its process group", "kill-after", w.cfg.KillAfter.String())
+			w.kill()
+		}
+	}
+}
+
+// drainPoll is how often drain checks whether the group is empty.
+const drainPoll = 10 * time.Millisecond
+
+// drainKillWait bounds the wait for a killed group to disappear (processes
+// stuck in uninterruptible sleep, zombies nobody reaps).
+const drainKillWait = 5 * time.Second
+
+// drain makes sure nothing of the job outlives it: processes the child left
+// in its group get SIGTERM (unless they already had it), SIGKILL after the
+// grace period, and are waited for, before the lock is released.
+func (w *watch) drain() {
+	w.grp.reap()
+	if !w.grp.alive() {
+		return
+	}
+	w.log.Warn("the job's command exited but left processes in its group; stopping them")
+	if !w.termSent {
+		w.stop(terminate)
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	var giveUp time.Time
+	for {
+		w.grp.reap()
+		if !w.grp.alive() {
+			return
+		}
+		now := time.Now()
+		if !w.killed && !now.Before(w.killAt) {
+			w.log.Warn("processes left by the job still run after the grace period; killing them")
+			w.kill()
+			giveUp = now.Add(drainKillWait)
+		}
+		if w.killed && giveUp.IsZero() {
+			giveUp = now.Add(drainKillWait)
+		}
+		if w.killed && now.After(giveUp) {
+			w.log.Error("processes left by the job did not go away after SIGKILL; releasing the lock anyway")
+			return
+		}
+		<-tick.C
+	}
+}
+
+// describe says how the child ended, for the log.
+func describe(r waited) string {
+	if r.state == nil {
+		return fmt.Sprint(r.err)
+	}
+	return r.state.String()
+}
