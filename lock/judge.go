@@ -56,6 +56,9 @@ type Status struct {
 
 // Holder names the holder for messages.
 func (s *Status) Holder() string {
+	if s == nil {
+		return "an unknown holder"
+	}
 	if s.Info == nil {
 		return "an unreadable lock record"
 	}

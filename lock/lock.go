@@ -329,6 +329,10 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 	return st, nil
 }
 
+// clearGuardWait bounds how long Clear waits for the guard, which is
+// normally held for a few system calls at a time.
+const clearGuardWait = 10 * time.Second
+
 // Clear removes the lock at path if it is stale, and returns it as judged.
 // A free lock is not an error. A live holder's lock is left in place and
 // ErrHeld returned, unless force is set; a forced clear makes a gpuexec
@@ -340,8 +344,13 @@ func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	g, err := takeGuard(context.Background(), o.Path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	g, err := takeGuard(ctx, o.Path)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", o.Path+GuardSuffix, clearGuardWait)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
 	defer g.release()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -117,6 +118,8 @@ func resolve(name string) (string, int, error) {
 		return path, 0, nil
 	case errors.Is(err, fs.ErrPermission):
 		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
+	case errors.Is(err, syscall.EISDIR):
+		return "", ExitCannotExec, fmt.Errorf("%s: is a folder, not a command", name)
 	case errors.Is(err, exec.ErrDot):
 		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
 	default:
@@ -254,6 +257,9 @@ func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) in
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
+	// With a writer that is not a file, Wait also waits for the copying of
+	// output, which processes left in the group can hold open; bound it.
+	cmd.WaitDelay = outputDrainWait
 	configure(cmd)
 
 	began := time.Now()
@@ -377,6 +383,10 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 		}
 	}
 }
+
+// outputDrainWait bounds how long the child's output is still copied after
+// it exited (only when Stdout or Stderr is not a file).
+const outputDrainWait = time.Second
 
 // drainPoll is how often drain checks whether the group is empty.
 const drainPoll = 10 * time.Millisecond

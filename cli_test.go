@@ -1,0 +1,1073 @@
+package main
+
+// Black-box tests of the gpuexec binary: TestMain builds it once and every
+// test runs it as a user would, as a separate process, on a lock under
+// t.TempDir(). The test binary doubles as the job gpuexec runs (see
+// helperRoles), so that these tests need no shell and run on every OS; the
+// Unix-only behaviour (signals, process groups) is in cli_unix_test.go.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Environment of the test binary started as a helper process (a job run by
+// gpuexec). They reach the job through gpuexec, which passes its
+// environment on.
+const (
+	roleEnv  = "GPUEXEC_TEST_ROLE"  // which helper role to play; see helperRoles
+	outEnv   = "GPUEXEC_TEST_OUT"   // where the dump and ids roles write
+	readyEnv = "GPUEXEC_TEST_READY" // where the hold role writes its pid once running
+)
+
+// long bounds every wait for a condition. Generous: the tests must pass on a
+// loaded two-core machine.
+const long = 20 * time.Second
+
+var (
+	gpuexecBin string // the gpuexec binary built by TestMain
+	helperBin  string // this test binary, run as a job by gpuexec
+)
+
+// helperRoles are what this test binary does when it runs as a job
+// (GPUEXEC_TEST_ROLE set): the role's return value is its exit status.
+// cli_unix_test.go adds Unix-only roles.
+var helperRoles = map[string]func(args []string) int{
+	// exit CODE: exit with CODE.
+	"exit": func(args []string) int {
+		code, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper exit:", err)
+			return 2
+		}
+		return code
+	},
+	// dump: write what the job sees (argv, environment, lock record,
+	// pid, parent pid) as JSON to $GPUEXEC_TEST_OUT.
+	"dump": func(args []string) int {
+		d := jobDump{
+			Args: args,
+			PID:  os.Getpid(),
+			PPID: os.Getppid(),
+		}
+		d.Held, d.HeldSet = os.LookupEnv("GPUEXEC_LOCK_HELD")
+		d.Lock = os.Getenv("GPUEXEC_LOCK")
+		if b, err := os.ReadFile(d.Lock); err != nil {
+			d.RecordErr = err.Error()
+		} else {
+			d.Record = string(b)
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper dump:", err)
+			return 2
+		}
+		if err := writeFileAtomic(os.Getenv(outEnv), b); err != nil {
+			fmt.Fprintln(os.Stderr, "helper dump:", err)
+			return 2
+		}
+		return 0
+	},
+	// hold: write the pid to $GPUEXEC_TEST_READY, then run until stdin
+	// reaches EOF.
+	"hold": func(args []string) int {
+		if err := writeFileAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+			fmt.Fprintln(os.Stderr, "helper hold:", err)
+			return 2
+		}
+		io.Copy(io.Discard, os.Stdin)
+		return 0
+	},
+}
+
+// jobDump is what the dump role writes.
+type jobDump struct {
+	Args      []string `json:"args"`
+	Held      string   `json:"held"`
+	HeldSet   bool     `json:"heldSet"`
+	Lock      string   `json:"lock"`
+	Record    string   `json:"record"`
+	RecordErr string   `json:"recordErr"`
+	PID       int      `json:"pid"`
+	PPID      int      `json:"ppid"`
+}
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		fn, ok := helperRoles[role]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
+			os.Exit(2)
+		}
+		os.Exit(fn(os.Args[1:]))
+	}
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "gpuexec-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	gpuexecBin = filepath.Join(dir, "gpuexec")
+	if runtime.GOOS == "windows" {
+		gpuexecBin += ".exe"
+	}
+	build := exec.Command(goTool(), "build", "-o", gpuexecBin, ".")
+	build.Env = baseEnv()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building gpuexec: %v\n%s", err, out)
+		return 1
+	}
+	if helperBin, err = os.Executable(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// goTool is the go command: the one on PATH (go test puts its own GOROOT/bin
+// first), else the one of the GOROOT this test was built with.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// baseEnv is this process's environment without any GPUEXEC_ variable, so
+// that nothing inherited changes gpuexec's flags; tests add theirs per
+// command.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(strings.ToUpper(kv), "GPUEXEC_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// gpuexecCmd is gpuexec with args and, on top of baseEnv, env.
+func gpuexecCmd(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(gpuexecBin, args...)
+	cmd.Env = append(baseEnv(), env...)
+	return cmd
+}
+
+// role is the environment entry that makes the test binary play role.
+func role(name string) string { return roleEnv + "=" + name }
+
+// proc is a started process whose stdout and stderr go to files, so that
+// they can be read while it runs and so that processes it leaves behind
+// holding them never delay Wait.
+type proc struct {
+	cmd     *exec.Cmd
+	outPath string
+	errPath string
+	done    chan struct{}
+	err     error // of Wait, once done is closed
+}
+
+// result is how a process ended.
+type result struct {
+	code           int // exit status; -1 when killed by a signal
+	state          string
+	stdout, stderr string
+}
+
+func startProc(t testing.TB, cmd *exec.Cmd) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &proc{
+		cmd:     cmd,
+		outPath: filepath.Join(dir, "stdout"),
+		errPath: filepath.Join(dir, "stderr"),
+		done:    make(chan struct{}),
+	}
+	out, err := os.Create(p.outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errf, err := os.Create(p.errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, errf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %v: %v", cmd.Args, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		errf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) stdout() string { b, _ := os.ReadFile(p.outPath); return string(b) }
+func (p *proc) stderr() string { b, _ := os.ReadFile(p.errPath); return string(b) }
+
+// wait waits (at most long) for the process to exit.
+func (p *proc) wait(t testing.TB) result {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(long):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("%v did not exit within %s; killed it\nstderr:\n%s", p.cmd.Args, long, p.stderr())
+	}
+	var ee *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &ee) {
+		t.Fatalf("%v: %v", p.cmd.Args, p.err)
+	}
+	return result{
+		code:   p.cmd.ProcessState.ExitCode(),
+		state:  p.cmd.ProcessState.String(),
+		stdout: p.stdout(),
+		stderr: p.stderr(),
+	}
+}
+
+// gx runs gpuexec to the end.
+func gx(t testing.TB, env []string, args ...string) result {
+	t.Helper()
+	return startProc(t, gpuexecCmd(env, args...)).wait(t)
+}
+
+// wantCode fails the test unless r ended with code.
+func wantCode(t testing.TB, r result, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit status %d (%s), want %d\nstdout:\n%s\nstderr:\n%s", r.code, r.state, code, r.stdout, r.stderr)
+	}
+}
+
+// waitFor polls cond every few milliseconds until it holds, failing the test
+// after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// waitForPIDs waits for path to hold a line of pids (written by a job's
+// shell) and returns them.
+func waitForPIDs(t testing.TB, path string) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, long, "a pid in "+path, func() bool {
+		// A shell's "echo $$ > FILE" is not atomic: take the content
+		// only once it is a whole line.
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				return false
+			}
+			pids = append(pids, n)
+		}
+		return len(pids) > 0
+	})
+	return pids
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".part"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lockIn returns a lock path in a folder of its own (not created) under a
+// fresh temporary folder.
+func lockIn(t testing.TB) (dir, lock string) {
+	dir = filepath.Join(t.TempDir(), "locks")
+	return dir, filepath.Join(dir, "gpu.lock")
+}
+
+func lockExists(lock string) bool {
+	_, err := os.Lstat(lock)
+	return err == nil
+}
+
+func wantNoLock(t testing.TB, lock string) {
+	t.Helper()
+	if _, err := os.Lstat(lock); !errors.Is(err, fs.ErrNotExist) {
+		b, _ := os.ReadFile(lock)
+		t.Fatalf("lock file %s left behind (%v): %q", lock, err, b)
+	}
+}
+
+// wantOnlyGuard fails unless dir holds nothing but the permanent guard
+// sidecar of gpu.lock (or is missing): no lock file, no *.stale-* or *.tmp-*
+// file.
+func wantOnlyGuard(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "gpu.lock.guard" {
+			t.Errorf("left behind in the lock folder: %s", e.Name())
+		}
+	}
+}
+
+// record is a parsed lock file.
+type record struct {
+	PID   int    `json:"pid"`
+	Owner string `json:"owner"`
+	Slug  string `json:"slug"`
+	Token string `json:"token"`
+}
+
+func readRecord(t testing.TB, lock string) record {
+	t.Helper()
+	b, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("lock record %q: %v", b, err)
+	}
+	return r
+}
+
+// seedRecord is a lock record as the seed's Node tool writes it.
+func seedRecord(pid int, owner, slug, token string) []byte {
+	return fmt.Appendf(nil, `{"pid":%d,"acquiredAt":%q,"owner":%q,"slug":%q,"token":%q}`,
+		pid, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), owner, slug, token)
+}
+
+// writeLock writes a lock file by hand, with an mtime age ago.
+func writeLock(t testing.TB, lock string, content []byte, age time.Duration) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mt := time.Now().Add(-age)
+	if err := os.Chtimes(lock, mt, mt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadPID is the pid of a process that has exited and been reaped.
+func deadPID(t testing.TB) int {
+	t.Helper()
+	cmd := exec.Command(helperBin, "0")
+	cmd.Env = append(baseEnv(), role("exit"))
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// statusJSON runs gpuexec status --json.
+func statusJSON(t testing.TB, lock string) map[string]any {
+	t.Helper()
+	r := gx(t, nil, "status", "--lock", lock, "--json")
+	wantCode(t, r, 0)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("status --json printed %q: %v", r.stdout, err)
+	}
+	return m
+}
+
+// holder is a gpuexec holding a lock while its job (the hold role) runs
+// until released.
+type holder struct {
+	p       *proc
+	stdin   *os.File
+	release func()
+}
+
+const holderOwner, holderSlug = "holder-owner", "holder-slug"
+
+// startHolder starts gpuexec --lock lock --owner holder-owner --slug
+// holder-slug [extra] on a job that runs until release is called, and waits
+// until the job runs.
+func startHolder(t testing.TB, lock string, extra ...string) *holder {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--lock", lock, "--owner", holderOwner, "--slug", holderSlug}, extra...)
+	args = append(args, "--", helperBin)
+	cmd := gpuexecCmd([]string{role("hold"), readyEnv + "=" + ready}, args...)
+	cmd.Stdin = r
+	h := &holder{stdin: w}
+	h.release = func() { w.Close() }
+	h.p = startProc(t, cmd)
+	r.Close()
+	t.Cleanup(h.release)
+	waitFor(t, long, "the holder's job to run", func() bool {
+		if h.p.exited() {
+			t.Fatalf("holder exited early: %s\nstderr:\n%s", h.p.cmd.ProcessState, h.p.stderr())
+		}
+		_, err := os.Stat(ready)
+		return err == nil
+	})
+	return h
+}
+
+// lines splits output into lines, dropping a final newline.
+func lines(s string) []string {
+	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func TestExitStatusIsTheJobs(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		sub  []string // subcommand before the flags
+		code string
+		want int
+	}{
+		{"zero", nil, "0", 0},
+		{"three", nil, "3", 3},
+		{"high", nil, "200", 200},
+		{"run subcommand", []string{"run"}, "4", 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			args := append(slices.Clone(tc.sub), "--lock", lock, "--", helperBin, tc.code)
+			r := gx(t, []string{role("exit")}, args...)
+			wantCode(t, r, tc.want)
+			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// Every failure of gpuexec's own is status 125, one line on stderr, and
+// leaves no lock behind.
+func TestOwnFailuresAre125(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// args builds the command line; lock is a path in a folder that
+		// does not exist yet, tmp a scratch folder.
+		args func(t *testing.T, lock, tmp string) []string
+		env  []string
+		// stderr is a substring the one line must have.
+		stderr string
+		// lockDirMayExist: the failure comes after gpuexec started
+		// using the lock path.
+		lockDirMayExist bool
+	}{
+		{name: "unknown flag", stderr: "bogus", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--bogus", "--", helperBin, "0"}
+		}},
+		{name: "bad duration flag", stderr: "wait", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--wait", "xyz", "--", helperBin, "0"}
+		}},
+		{name: "bad duration in environment", stderr: "GPUEXEC_WAIT", env: []string{"GPUEXEC_WAIT=xyz"}, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--", helperBin, "0"}
+		}},
+		{name: "negative wait", stderr: "--wait", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--wait", "-1s", "--", helperBin, "0"}
+		}},
+		{name: "zero poll", stderr: "--poll", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--poll", "0", "--", helperBin, "0"}
+		}},
+		{name: "heartbeat equal to stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--heartbeat", "1m", "--stale", "1m", "--", helperBin, "0"}
+		}},
+		{name: "heartbeat above stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--heartbeat", "2h", "--", helperBin, "0"}
+		}},
+		{name: "bogus on-lost", stderr: "--on-lost", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--on-lost", "bogus", "--", helperBin, "0"}
+		}},
+		{name: "no command after --", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--"}
+		}},
+		{name: "no command at all", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock}
+		}},
+		{name: "run without command", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"run", "--lock", lock, "--"}
+		}},
+		{name: "status with an argument", stderr: "status", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"status", "--lock", lock, "extra"}
+		}},
+		{name: "clear with unknown flag", stderr: "bogus", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"clear", "--lock", lock, "--bogus"}
+		}},
+		{name: "log under a regular file", stderr: "--log", args: func(t *testing.T, lock, tmp string) []string {
+			file := filepath.Join(tmp, "file")
+			if err := os.WriteFile(file, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--lock", lock, "--log", filepath.Join(file, "gpuexec.log"), "--", helperBin, "0"}
+		}},
+		{name: "lock folder is a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
+			file := filepath.Join(tmp, "file")
+			if err := os.WriteFile(file, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--lock", filepath.Join(file, "gpu.lock"), "--", helperBin, "0"}
+		}},
+		{name: "lock path is a folder", stderr: "not a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
+			if err := os.MkdirAll(lock, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--lock", lock, "--", helperBin, "0"}
+		}},
+		{name: "lock path is a folder, --wait 0", stderr: "not a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
+			if err := os.MkdirAll(lock, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--lock", lock, "--wait", "0", "--", helperBin, "0"}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			tmp := t.TempDir()
+			args := tc.args(t, lock, tmp)
+			// Were gpuexec to run the job anyway, it would exit 0.
+			env := append([]string{role("exit")}, tc.env...)
+			r := gx(t, env, args...)
+			wantCode(t, r, 125)
+			if l := lines(r.stderr); len(l) != 1 || !strings.HasSuffix(r.stderr, "\n") {
+				t.Errorf("stderr is %d lines, want exactly one:\n%s", len(l), r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout: %q", r.stdout)
+			}
+			if !tc.lockDirMayExist {
+				if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the lock's folder was created (%v)", err)
+				}
+				return
+			}
+			// The lock path, if it was a folder, is untouched.
+			if fi, err := os.Lstat(lock); err == nil {
+				if !fi.IsDir() {
+					t.Errorf("lock file %s left behind", lock)
+				} else if ents, _ := os.ReadDir(lock); len(ents) > 0 {
+					t.Errorf("gpuexec wrote into the folder named as lock: %v", ents)
+				}
+			}
+			wantOnlyGuardOrLockDir(t, dir)
+		})
+	}
+}
+
+// wantOnlyGuardOrLockDir is wantOnlyGuard allowing the folder named as the
+// lock itself.
+func wantOnlyGuardOrLockDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "gpu.lock.guard" && !(e.Name() == "gpu.lock" && e.IsDir()) {
+			t.Errorf("left behind in the lock folder: %s", e.Name())
+		}
+	}
+}
+
+// Everything after "--" is the child's: a command named like a subcommand is
+// looked up as a command.
+func TestCommandNotFoundIs127(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"no-such-command-gpuexec-test", "status", "clear", "run"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			empty := t.TempDir()
+			r := gx(t, []string{"PATH=" + empty}, "--lock", lock, "--", name, "--json")
+			wantCode(t, r, 127)
+			if !strings.Contains(r.stderr, name+": command not found") {
+				t.Errorf("stderr does not say %q is not found:\n%s", name, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout %q: did a subcommand run?", r.stdout)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+func TestDeferredWhileHeld(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	h := startHolder(t, lock)
+	before := readRecord(t, lock)
+	if before.PID != h.p.pid() || before.Owner != holderOwner || before.Slug != holderSlug {
+		t.Fatalf("holder's record %+v, want pid %d %s/%s", before, h.p.pid(), holderOwner, holderSlug)
+	}
+	holderName := fmt.Sprintf("%s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
+	cases := []struct {
+		name   string
+		args   []string
+		stderr []string
+	}{
+		{"wait 0", []string{"--wait", "0"}, []string{holderName, "--wait 0"}},
+		{"wait elapses", []string{"--wait", "300ms", "--poll", "10ms"}, []string{"waiting for GPU lock: held by " + holderName, "gave up waiting", holderName}},
+		{"wait from environment", []string{"--poll", "10ms"}, []string{"gave up waiting", holderName}},
+	}
+	t.Run("group", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				args := append([]string{"--lock", lock}, tc.args...)
+				args = append(args, "--", helperBin, "0")
+				start := time.Now()
+				r := gx(t, []string{role("exit"), "GPUEXEC_WAIT=200ms"}, args...)
+				wantCode(t, r, 75)
+				for _, s := range tc.stderr {
+					if !strings.Contains(r.stderr, s) {
+						t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+					}
+				}
+				if strings.Contains(r.stderr, "job started") {
+					t.Errorf("the job ran:\n%s", r.stderr)
+				}
+				if d := time.Since(start); d > 15*time.Second {
+					t.Errorf("gave up after %s", d)
+				}
+			})
+		}
+	})
+	if after := readRecord(t, lock); after.Token != before.Token || after.PID != before.PID {
+		t.Fatalf("the holder's lock changed under it: %+v, was %+v", after, before)
+	}
+	h.release()
+	wantCode(t, h.p.wait(t), 0)
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+var (
+	isoMillisRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	tokenRE     = regexp.MustCompile(`^[0-9a-f]{16}$`)
+)
+
+// runDump runs the dump role under gpuexec and returns what it saw.
+func runDump(t *testing.T, env []string, dir string, gpuexecArgs []string, jobArgs ...string) (*proc, jobDump) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "dump.json")
+	args := append(slices.Clone(gpuexecArgs), "--", helperBin)
+	args = append(args, jobArgs...)
+	cmd := gpuexecCmd(append([]string{role("dump"), outEnv + "=" + out}, env...), args...)
+	cmd.Dir = dir
+	p := startProc(t, cmd)
+	wantCode(t, p.wait(t), 0)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("the job wrote nothing: %v\nstderr:\n%s", err, p.stderr())
+	}
+	var d jobDump
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return p, d
+}
+
+// samePath compares paths after resolving symbolic links in their folders
+// (temporary folders are often reached through one).
+func samePath(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(filepath.Dir(a))
+	rb, err2 := filepath.EvalSymlinks(filepath.Dir(b))
+	return err1 == nil && err2 == nil && filepath.Join(ra, filepath.Base(a)) == filepath.Join(rb, filepath.Base(b))
+}
+
+func TestJobSeesLockAndVerbatimArgv(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	lock := filepath.Join(work, "rel", "gpu.lock")
+	argv := []string{"a b", `"quoted"`, "it's", "--", "--lock", "x", "", "$HOME", "*", "status", "-x=1", "ünï"}
+	// A relative --lock; an inherited GPUEXEC_LOCK_HELD that must not
+	// reach the job as it is.
+	p, d := runDump(t, []string{"GPUEXEC_LOCK_HELD=0"}, work,
+		[]string{"--lock", filepath.Join("rel", "gpu.lock")}, argv...)
+	if !slices.Equal(d.Args, argv) {
+		t.Errorf("job argv %q, want %q", d.Args, argv)
+	}
+	if !d.HeldSet || d.Held != "1" {
+		t.Errorf("GPUEXEC_LOCK_HELD = %q (set %v), want 1", d.Held, d.HeldSet)
+	}
+	if !filepath.IsAbs(d.Lock) || !samePath(d.Lock, lock) {
+		t.Errorf("GPUEXEC_LOCK = %q, want the absolute %q", d.Lock, lock)
+	}
+	if d.RecordErr != "" {
+		t.Errorf("the job could not read the lock: %s", d.RecordErr)
+	}
+	if d.PPID != p.pid() {
+		t.Errorf("job's parent is %d, want gpuexec (%d)", d.PPID, p.pid())
+	}
+	wantNoLock(t, lock)
+}
+
+// Flags come from GPUEXEC_* variables, and the lock record holds the seed's
+// five fields with the seed's formats.
+func TestLockRecord(t *testing.T) {
+	t.Parallel()
+	jobName := filepath.Base(helperBin)
+	cases := []struct {
+		name           string
+		env            []string
+		args           func(lock string) []string
+		owner, slug    string
+		lockFromEnvToo bool
+	}{
+		{
+			name: "flags", owner: "flag-owner", slug: "flag-slug",
+			args: func(lock string) []string {
+				return []string{"--lock", lock, "--owner", "flag-owner", "--slug", "flag-slug"}
+			},
+		},
+		{
+			name: "environment", owner: "env-owner", slug: "env-slug",
+			env:  []string{"GPUEXEC_OWNER=env-owner", "GPUEXEC_SLUG=env-slug"},
+			args: func(lock string) []string { return nil }, lockFromEnvToo: true,
+		},
+		{
+			name: "flags win over environment", owner: "flag-owner", slug: "flag-slug",
+			env: []string{"GPUEXEC_OWNER=env-owner", "GPUEXEC_SLUG=env-slug"},
+			args: func(lock string) []string {
+				return []string{"--lock", lock, "--owner", "flag-owner", "--slug", "flag-slug"}
+			},
+		},
+		{
+			name: "default slug is the command's base name", owner: "o", slug: jobName,
+			args: func(lock string) []string { return []string{"--lock", lock, "--owner", "o"} },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			env := tc.env
+			if tc.lockFromEnvToo {
+				env = append(slices.Clone(env), "GPUEXEC_LOCK="+lock)
+			}
+			p, d := runDump(t, env, t.TempDir(), tc.args(lock))
+			if !samePath(d.Lock, lock) {
+				t.Errorf("job's GPUEXEC_LOCK %q, want %q", d.Lock, lock)
+			}
+			var rec map[string]any
+			dec := json.NewDecoder(strings.NewReader(d.Record))
+			dec.UseNumber()
+			if err := dec.Decode(&rec); err != nil {
+				t.Fatalf("lock record %q (%s): %v", d.Record, d.RecordErr, err)
+			}
+			// The seed's five fields, with the seed's types; gpuexec may
+			// add others.
+			for _, k := range []string{"pid", "acquiredAt", "owner", "slug", "token"} {
+				if _, ok := rec[k]; !ok {
+					t.Errorf("record %s lacks %q", d.Record, k)
+				}
+			}
+			if n, ok := rec["pid"].(json.Number); !ok || n.String() != strconv.Itoa(p.pid()) || d.PPID != p.pid() {
+				t.Errorf("record pid %v, want gpuexec's pid %d (the job's parent: %d)", rec["pid"], p.pid(), d.PPID)
+			}
+			if s, _ := rec["acquiredAt"].(string); !isoMillisRE.MatchString(s) {
+				t.Errorf("acquiredAt %v is not UTC ISO-8601 with milliseconds", rec["acquiredAt"])
+			}
+			if s, _ := rec["token"].(string); !tokenRE.MatchString(s) {
+				t.Errorf("token %v is not 16 lowercase hex digits", rec["token"])
+			}
+			if rec["owner"] != tc.owner || rec["slug"] != tc.slug {
+				t.Errorf("owner/slug %v/%v, want %s/%s", rec["owner"], rec["slug"], tc.owner, tc.slug)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
+	t.Parallel()
+	dead := deadPID(t)
+	self := os.Getpid()
+	cases := []struct {
+		name    string
+		content []byte // nil: no lock file
+		age     time.Duration
+		state   string
+		human   []string // substrings of status's line
+		reason  string   // substring of staleReason
+		clear   int      // clear's status
+	}{
+		{name: "free", state: "free", human: []string{"free"}, clear: 0},
+		{
+			name: "dead pid", content: seedRecord(dead, "ghost", "old", "0123456789abcdef"),
+			state: "stale", human: []string{"stale", fmt.Sprintf("ghost/old (pid %d)", dead), fmt.Sprintf("pid %d", dead)},
+			reason: fmt.Sprintf("pid %d", dead), clear: 0,
+		},
+		{
+			name: "live pid, old heartbeat", content: seedRecord(self, "me", "slow", "fedcba9876543210"), age: 2 * time.Hour,
+			state: "stale", human: []string{"stale", "heartbeat"}, reason: "heartbeat", clear: 0,
+		},
+		{
+			name: "live pid, fresh heartbeat", content: seedRecord(self, "me", "busy", "00112233aabbccdd"),
+			state: "held", human: []string{fmt.Sprintf("me/busy (pid %d)", self), "alive"}, clear: 1,
+		},
+		{name: "empty, fresh", content: []byte{}, state: "held", human: []string{"alive"}, clear: 1},
+		{name: "empty, 30s old", content: []byte{}, age: 30 * time.Second, state: "stale", human: []string{"stale"}, reason: "no valid record", clear: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			if tc.content != nil {
+				writeLock(t, lock, tc.content, tc.age)
+			}
+			r := gx(t, nil, "status", "--lock", lock)
+			wantCode(t, r, 0)
+			if len(lines(r.stdout)) != 1 {
+				t.Errorf("status printed %q, want one line", r.stdout)
+			}
+			for _, s := range tc.human {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("status %q lacks %q", r.stdout, s)
+				}
+			}
+			if tc.state == "free" && r.stdout != "free\n" {
+				t.Errorf("status %q, want free", r.stdout)
+			}
+			if tc.state == "held" && strings.Contains(r.stdout, "stale") {
+				t.Errorf("status %q of a held lock says stale", r.stdout)
+			}
+
+			m := statusJSON(t, lock)
+			if m["state"] != tc.state {
+				t.Errorf("status --json state %v, want %s: %v", m["state"], tc.state, m)
+			}
+			if alive := m["alive"] == true; alive != (tc.state == "held") {
+				t.Errorf("alive %v for a %s lock", m["alive"], tc.state)
+			}
+			if tc.state == "stale" {
+				if s, _ := m["staleReason"].(string); !strings.Contains(s, tc.reason) {
+					t.Errorf("staleReason %q lacks %q", s, tc.reason)
+				}
+			}
+			if tc.state != "free" {
+				if _, ok := m["heartbeatAgeSeconds"].(float64); !ok {
+					t.Errorf("no heartbeatAgeSeconds: %v", m)
+				}
+			}
+
+			r = gx(t, nil, "clear", "--lock", lock)
+			wantCode(t, r, tc.clear)
+			if tc.clear == 1 {
+				if !lockExists(lock) {
+					t.Fatal("clear removed a live holder's lock")
+				}
+				if b, _ := os.ReadFile(lock); !bytes.Equal(b, tc.content) {
+					t.Errorf("clear changed the lock to %q", b)
+				}
+				if len(lines(r.stderr)) != 1 || !strings.Contains(r.stderr, "--force") {
+					t.Errorf("clear's refusal %q: want one line mentioning --force", r.stderr)
+				}
+				r = gx(t, nil, "clear", "--lock", lock, "--force")
+				wantCode(t, r, 0)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	// A fast heartbeat, so that the holder notices a forced clear.
+	h := startHolder(t, lock, "--heartbeat", "20ms")
+	name := fmt.Sprintf("%s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
+
+	r := gx(t, nil, "status", "--lock", lock)
+	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "held by "+name) || !strings.Contains(r.stdout, "alive") {
+		t.Errorf("status %q, want held by %s, alive", r.stdout, name)
+	}
+	m := statusJSON(t, lock)
+	if m["state"] != "held" || m["alive"] != true || m["owner"] != holderOwner || m["slug"] != holderSlug ||
+		m["pid"] != float64(h.p.pid()) || m["staleReason"] != nil {
+		t.Errorf("status --json %v", m)
+	}
+	before := readRecord(t, lock)
+
+	r = gx(t, nil, "clear", "--lock", lock)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stderr, name) {
+		t.Errorf("clear's refusal does not name the holder %s:\n%s", name, r.stderr)
+	}
+	if after := readRecord(t, lock); after.Token != before.Token {
+		t.Fatalf("clear changed the lock: %+v", after)
+	}
+
+	r = gx(t, nil, "clear", "--lock", lock, "--force")
+	wantCode(t, r, 0)
+	wantNoLock(t, lock)
+	// The holder finds its lock gone at its next heartbeat and stops the
+	// job (--on-lost stop), so that two jobs never share the GPU.
+	hr := h.p.wait(t)
+	wantCode(t, hr, 125)
+	if !strings.Contains(hr.stderr, "lost") {
+		t.Errorf("holder's stderr does not say the lock was lost:\n%s", hr.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+func TestStaleLockIsClearedByTheNextJob(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	dead := deadPID(t)
+	writeLock(t, lock, seedRecord(dead, "ghost", "old", "0123456789abcdef"), 0)
+	r := gx(t, []string{role("exit")}, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", helperBin, "0")
+	wantCode(t, r, 0)
+	var cleared string
+	for _, l := range lines(r.stderr) {
+		if strings.Contains(l, "cleared stale GPU lock") {
+			cleared = l
+		}
+	}
+	if cleared == "" || !strings.Contains(cleared, fmt.Sprintf("pid %d is gone", dead)) || !strings.Contains(cleared, "ghost/old") {
+		t.Errorf("no log line clearing ghost/old with the reason pid %d is gone:\n%s", dead, r.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+func TestLogFile(t *testing.T) {
+	t.Parallel()
+	messages := []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"}
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
+			t.Parallel()
+			_, lock := lockIn(t)
+			logFile := filepath.Join(t.TempDir(), "logs", "gpuexec.log")
+			args := []string{"--lock", lock, "--log", logFile}
+			if asJSON {
+				args = append(args, "--log-json")
+			}
+			args = append(args, "--", helperBin, "0")
+			wantCode(t, gx(t, []string{role("exit")}, args...), 0)
+			b, err := os.ReadFile(logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range lines(string(b)) {
+				if !asJSON {
+					got = append(got, l)
+					continue
+				}
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("log line %q is not JSON: %v", l, err)
+				}
+				msg, ok := m["@message"].(string)
+				if !ok {
+					t.Fatalf("log line %q has no @message", l)
+				}
+				got = append(got, msg)
+			}
+			for _, want := range messages {
+				if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, want) }) {
+					t.Errorf("log file lacks %q:\n%s", want, b)
+				}
+			}
+		})
+	}
+}
+
+// contextRun runs cmd to the end or until timeout, returning its combined
+// output; for use off the test's goroutine.
+func contextRun(timeout time.Duration, name string, env []string, args ...string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(baseEnv(), env...)
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return -1, string(out), err
+	}
+	if ctx.Err() != nil {
+		return -1, string(out), fmt.Errorf("did not finish within %s", timeout)
+	}
+	return cmd.ProcessState.ExitCode(), string(out), nil
+}

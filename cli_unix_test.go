@@ -1,0 +1,478 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment of the critical role.
+const (
+	truthEnv   = "GPUEXEC_TEST_TRUTH"   // file the job flocks to prove it is alone
+	overlapEnv = "GPUEXEC_TEST_OVERLAP" // where a job that was not alone says so
+	countEnv   = "GPUEXEC_TEST_COUNT"   // where every job appends one line
+)
+
+func init() {
+	// ids: write "pid pgid" to $GPUEXEC_TEST_OUT.
+	helperRoles["ids"] = func(args []string) int {
+		s := fmt.Sprintf("%d %d\n", os.Getpid(), syscall.Getpgrp())
+		if err := writeFileAtomic(os.Getenv(outEnv), []byte(s)); err != nil {
+			fmt.Fprintln(os.Stderr, "helper ids:", err)
+			return 2
+		}
+		return 0
+	}
+	// critical: a job that proves it runs alone. It takes a non-blocking
+	// flock on $GPUEXEC_TEST_TRUTH, which fails if another job holds it at
+	// the same time; it then appends a line to $GPUEXEC_TEST_OVERLAP. It
+	// holds the flock for a few milliseconds of "work", appends one line to
+	// $GPUEXEC_TEST_COUNT and exits 0.
+	helperRoles["critical"] = func(args []string) int {
+		if os.Getenv("GPUEXEC_LOCK_HELD") != "1" {
+			appendLine(os.Getenv(overlapEnv), fmt.Sprintf("pid %d: GPUEXEC_LOCK_HELD is not 1", os.Getpid()))
+		}
+		f, err := os.OpenFile(os.Getenv(truthEnv), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper critical:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			appendLine(os.Getenv(overlapEnv), fmt.Sprintf("pid %d: %v", os.Getpid(), err))
+		} else {
+			defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		}
+		time.Sleep(3 * time.Millisecond) // the job's work, under the lock
+		if err := appendLine(os.Getenv(countEnv), strconv.Itoa(os.Getpid())); err != nil {
+			fmt.Fprintln(os.Stderr, "helper critical:", err)
+			return 2
+		}
+		return 0
+	}
+}
+
+// appendLine appends line in one write.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	return errors.Join(err, f.Close())
+}
+
+// processGone reports whether pid has ended: it no longer exists, or it is a
+// zombie (dead, waiting for whoever inherited it to reap it).
+//
+// This test process may have inherited it: package main links package
+// supervisor, whose init makes the process a child subreaper on Linux, so
+// the orphans of a gpuexec killed by a test are re-parented here rather
+// than to init. A zombie here would keep its process group (a job's group
+// that a lock names) alive, so processGone reaps it. Never call it with
+// the pid of a process started with exec.Cmd: that one is Wait's to reap.
+func processGone(pid int) bool {
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	if runtime.GOOS != "linux" {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// killOnCleanup SIGKILLs pid at the end of the test if it still runs, so
+// that a failing test leaves no process behind.
+func killOnCleanup(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		if !processGone(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+func TestExitStatusUnix(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		args   func(t *testing.T, lock string) []string
+		want   int
+		stderr string
+	}{
+		{name: "child's code", want: 3, args: func(t *testing.T, lock string) []string {
+			return []string{"--lock", lock, "--", "sh", "-c", "exit 3"}
+		}},
+		{name: "zero", want: 0, args: func(t *testing.T, lock string) []string {
+			return []string{"--lock", lock, "--", "true"}
+		}},
+		{name: "killed by a signal", want: 128 + int(syscall.SIGUSR1), args: func(t *testing.T, lock string) []string {
+			return []string{"--lock", lock, "--", "sh", "-c", "kill -USR1 $$"}
+		}},
+		{name: "run subcommand", want: 4, args: func(t *testing.T, lock string) []string {
+			return []string{"run", "--lock", lock, "--", "sh", "-c", "exit 4"}
+		}},
+		{name: "timeout", want: 124, stderr: "--timeout", args: func(t *testing.T, lock string) []string {
+			return []string{"--lock", lock, "--timeout", "200ms", "--", "sleep", "30"}
+		}},
+		{name: "not executable", want: 126, stderr: "not executable", args: func(t *testing.T, lock string) []string {
+			file := filepath.Join(t.TempDir(), "job.sh")
+			if err := os.WriteFile(file, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--lock", lock, "--", file}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			r := gx(t, nil, tc.args(t, lock)...)
+			wantCode(t, r, tc.want)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// A waiter interrupted by SIGINT or SIGTERM exits 130 or 143, leaving the
+// holder's lock alone and nothing of its own behind.
+func TestInterruptWhileWaiting(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		sig  syscall.Signal
+		want int
+	}{
+		{syscall.SIGINT, 130},
+		{syscall.SIGTERM, 143},
+	}
+	for _, tc := range cases {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			h := startHolder(t, lock)
+			before := readRecord(t, lock)
+			w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "10m", "--poll", "10ms", "--", "true"))
+			waitFor(t, long, "the waiter to log that it waits", func() bool {
+				return strings.Contains(w.stderr(), "waiting for GPU lock")
+			})
+			if err := w.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			r := w.wait(t)
+			wantCode(t, r, tc.want)
+			if strings.Contains(r.stderr, "job started") {
+				t.Errorf("the job ran:\n%s", r.stderr)
+			}
+			if after := readRecord(t, lock); after.Token != before.Token || after.PID != h.p.pid() {
+				t.Fatalf("the holder's lock changed: %+v, was %+v", after, before)
+			}
+			h.release()
+			wantCode(t, h.p.wait(t), 0)
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// startShellJob starts gpuexec [args] -- sh -c script with the environment
+// variables env, and returns it once the job wrote a line of pids into
+// $READY.
+func startShellJob(t *testing.T, env []string, args []string, script string) (*proc, []int) {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	args = append(args, "--", "sh", "-c", script)
+	p := startProc(t, gpuexecCmd(append([]string{"READY=" + ready}, env...), args...))
+	pids := waitForPIDs(t, ready)
+	for _, pid := range pids {
+		killOnCleanup(t, pid)
+	}
+	return p, pids
+}
+
+func TestSigtermIsForwardedToTheJob(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	mark := filepath.Join(t.TempDir(), "mark")
+	p, _ := startShellJob(t, []string{"MARK=" + mark}, []string{"--lock", lock},
+		`trap 'echo got-term > "$MARK"; exit 7' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	wantCode(t, r, 7)
+	if b, err := os.ReadFile(mark); err != nil || strings.TrimSpace(string(b)) != "got-term" {
+		t.Errorf("the job's TERM trap did not run: %q, %v", b, err)
+	}
+	if !strings.Contains(r.stderr, "SIGTERM") {
+		t.Errorf("stderr does not log the forwarded SIGTERM:\n%s", r.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+func TestJobIgnoringSigtermIsKilledAfterGrace(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	p, pids := startShellJob(t, nil, []string{"--lock", lock, "--kill-after", "300ms"},
+		`trap '' TERM; echo $$ > "$READY"; while :; do sleep 0.05; done`)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	wantCode(t, r, 128+int(syscall.SIGKILL))
+	if !processGone(pids[0]) {
+		t.Errorf("the job (pid %d) still runs after gpuexec exited", pids[0])
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+func TestTimeoutStopsTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, script string }{
+		{"grandchild obeys SIGTERM", `sleep 300 & echo $! > "$READY"; wait`},
+		{"grandchild ignores SIGTERM", `trap '' TERM; sleep 300 & echo $! > "$READY"; wait`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			p, pids := startShellJob(t, nil, []string{"--lock", lock, "--timeout", "1s", "--kill-after", "300ms"}, tc.script)
+			r := p.wait(t)
+			wantCode(t, r, 124)
+			waitFor(t, long, fmt.Sprintf("the grandchild sleep (pid %d) to be gone", pids[0]), func() bool {
+				return processGone(pids[0])
+			})
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+func TestJobLeadsItsOwnProcessGroup(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	out := filepath.Join(t.TempDir(), "ids")
+	wantCode(t, gx(t, []string{role("ids"), outEnv + "=" + out}, "--lock", lock, "--", helperBin), 0)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid, pgid int
+	if _, err := fmt.Sscan(string(b), &pid, &pgid); err != nil {
+		t.Fatalf("ids %q: %v", b, err)
+	}
+	if pid != pgid {
+		t.Errorf("job pid %d is in process group %d, want a group of its own", pid, pgid)
+	}
+	if pgid == syscall.Getpgrp() {
+		t.Errorf("job is in the test's process group %d", pgid)
+	}
+}
+
+// Processes the job leaves in its group are stopped before gpuexec releases
+// the lock and exits.
+func TestLeftoversAreStoppedBeforeExit(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := gx(t, []string{"PIDFILE=" + pidFile}, "--lock", lock, "--kill-after", "5s", "--",
+		"sh", "-c", `sleep 300 >/dev/null 2>&1 & echo $! > "$PIDFILE"; exit 0`)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killOnCleanup(t, pid)
+	wantCode(t, r, 0)
+	if !processGone(pid) {
+		t.Errorf("the job's leftover sleep (pid %d) still runs after gpuexec exited", pid)
+	}
+	if !strings.Contains(r.stderr, "left processes") {
+		t.Errorf("stderr does not log the leftovers:\n%s", r.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+// waitForChildRecorded waits until the lock record names the job's process
+// group (childPgid, one of gpuexec's additions to the seed's record), so
+// that a SIGKILL to gpuexec finds the record complete.
+func waitForChildRecorded(t *testing.T, lock string, pgid int) {
+	t.Helper()
+	waitFor(t, long, "the lock record to name the job's group", func() bool {
+		b, err := os.ReadFile(lock)
+		if err != nil {
+			return false
+		}
+		var rec struct {
+			ChildPGID int `json:"childPgid"`
+		}
+		return json.Unmarshal(b, &rec) == nil && rec.ChildPGID == pgid
+	})
+}
+
+// After SIGKILL, gpuexec cannot release the lock: its job dies with it
+// (Pdeathsig) and the next job clears the lock as its pid is gone.
+func TestKilledGpuexecTakesItsJobAlong(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux-only")
+	}
+	dir, lock := lockIn(t)
+	p, pids := startShellJob(t, nil, []string{"--lock", lock, "--owner", "killed", "--slug", "job"},
+		`echo $$ > "$READY"; exec sleep 300`)
+	job := pids[0]
+	waitForChildRecorded(t, lock, job)
+	gpid := p.pid()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	waitFor(t, long, fmt.Sprintf("the job (pid %d) to die with gpuexec", job), func() bool { return processGone(job) })
+	// Once the dead job is reaped, the lock is stale.
+	var m map[string]any
+	waitFor(t, long, "status to say stale", func() bool {
+		m = statusJSON(t, lock)
+		return m["state"] == "stale"
+	})
+	if s, _ := m["staleReason"].(string); !strings.Contains(s, fmt.Sprintf("pid %d", gpid)) {
+		t.Errorf("staleReason %q does not name gpuexec's pid %d", s, gpid)
+	}
+	r := gx(t, nil, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", "true")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stderr, "cleared stale GPU lock") || !strings.Contains(r.stderr, fmt.Sprintf("pid %d is gone", gpid)) {
+		t.Errorf("stderr does not log clearing the lock as pid %d is gone:\n%s", gpid, r.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+// After SIGKILL of gpuexec, a process of the job's group that survives keeps
+// the lock held until it is gone.
+func TestKilledGpuexecLeftoverKeepsTheLock(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux-only")
+	}
+	dir, lock := lockIn(t)
+	p, pids := startShellJob(t, nil, []string{"--lock", lock, "--owner", "killed", "--slug", "job"},
+		`sleep 300 & echo $$ $! > "$READY"; wait`)
+	if len(pids) != 2 {
+		t.Fatalf("job wrote %v, want its pid and its sleep's", pids)
+	}
+	shell, sleep := pids[0], pids[1]
+	waitForChildRecorded(t, lock, shell)
+	gpid := p.pid()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	waitFor(t, long, fmt.Sprintf("the job's shell (pid %d) to die with gpuexec", shell), func() bool { return processGone(shell) })
+	if processGone(sleep) {
+		t.Fatalf("the job's sleep (pid %d) died too; nothing left to test", sleep)
+	}
+
+	m := statusJSON(t, lock)
+	if m["state"] != "held" || m["alive"] != true {
+		t.Errorf("status --json with the job's group still running: %v, want held and alive", m)
+	}
+	r := gx(t, nil, "--lock", lock, "--wait", "0", "--", "true")
+	wantCode(t, r, 75)
+	if !strings.Contains(r.stderr, fmt.Sprintf("killed/job (pid %d)", gpid)) {
+		t.Errorf("stderr does not name the holder killed/job (pid %d):\n%s", gpid, r.stderr)
+	}
+
+	if err := syscall.Kill(sleep, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, long, "the leftover sleep to die", func() bool { return processGone(sleep) })
+	r = gx(t, nil, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", "true")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stderr, "cleared stale GPU lock") {
+		t.Errorf("stderr does not log clearing the stale lock:\n%s", r.stderr)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
+// Many gpuexec processes on one lock run their jobs one at a time, and all
+// of them run.
+func TestContentionIsExclusive(t *testing.T) {
+	t.Parallel()
+	const procs, rounds = 8, 5
+	dir, lock := lockIn(t)
+	work := t.TempDir()
+	truth, overlap, count := filepath.Join(work, "truth"), filepath.Join(work, "overlap"), filepath.Join(work, "count")
+	env := []string{role("critical"), truthEnv + "=" + truth, overlapEnv + "=" + overlap, countEnv + "=" + count}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, procs*rounds)
+	for i := range procs {
+		wg.Go(func() {
+			for j := range rounds {
+				code, out, err := contextRun(60*time.Second, gpuexecBin, env,
+					"--lock", lock, "--wait", "1m", "--poll", "10ms", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin)
+				if err == nil && code != 0 {
+					err = fmt.Errorf("exit status %d", code)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("process %d round %d: %v\n%s", i, j, err, out)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if b, err := os.ReadFile(overlap); err == nil {
+		t.Errorf("jobs overlapped:\n%s", b)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		t.Error(err)
+	}
+	f, err := os.Open(count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		n++
+	}
+	if n != procs*rounds {
+		t.Errorf("%d jobs ran, want %d", n, procs*rounds)
+	}
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}

@@ -1,0 +1,80 @@
+package lock
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeProber answers liveness questions from tables.
+type fakeProber struct {
+	alivePIDs map[int]bool
+	starts    map[int]int64
+	groups    map[int]bool
+}
+
+func (f fakeProber) alive(pid int) bool { return f.alivePIDs[pid] }
+func (f fakeProber) startTime(pid int) (int64, bool) {
+	s, ok := f.starts[pid]
+	return s, ok
+}
+func (f fakeProber) groupAlive(pgid int) bool { return f.groups[pgid] }
+
+func TestJudge(t *testing.T) {
+	now := time.Date(2026, 10, 12, 20, 18, 0, 0, time.UTC)
+	const staleAfter = 90 * time.Minute
+	live := fakeProber{alivePIDs: map[int]bool{100: true}, starts: map[int]int64{100: 5_000}}
+	dead := fakeProber{}
+	rec := func(mod func(*Info)) *Info {
+		i := &Info{PID: 100, Token: "0123456789abcdef", Owner: "o", Slug: "s"}
+		if mod != nil {
+			mod(i)
+		}
+		return i
+	}
+	tests := []struct {
+		name   string
+		info   *Info // nil: content did not parse
+		age    time.Duration
+		p      prober
+		want   State
+		reason string // substring of Reason
+	}{
+		{"live holder", rec(nil), time.Minute, live, StateHeld, ""},
+		{"live holder, no heartbeat for long", rec(nil), 91 * time.Minute, live, StateStale, "no heartbeat for 1h31m0s"},
+		{"heartbeat exactly at the limit is held", rec(nil), staleAfter, live, StateHeld, ""},
+		{"pid gone", rec(nil), time.Minute, dead, StateStale, "pid 100 is gone"},
+		{"pid gone, young lock", rec(nil), 0, dead, StateStale, "pid 100 is gone"},
+		{"pid recycled", rec(func(i *Info) { i.PIDStart = 1_000_000 }), time.Minute, live, StateStale, "now belongs to another process"},
+		{"pid start within tolerance", rec(func(i *Info) { i.PIDStart = 5_500 }), time.Minute, live, StateHeld, ""},
+		{"pid start unreadable counts as alive", rec(func(i *Info) { i.PIDStart = 1_000_000 }), time.Minute,
+			fakeProber{alivePIDs: map[int]bool{100: true}}, StateHeld, ""},
+		{"pid gone but job group runs", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
+			fakeProber{groups: map[int]bool{200: true}}, StateHeld, "(process group 200) is still running"},
+		{"pid gone and job group gone", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute, dead, StateStale, "pid 100 is gone"},
+		{"job group cannot outlive the heartbeat", rec(func(i *Info) { i.ChildPGID = 200 }), 2 * time.Hour,
+			fakeProber{groups: map[int]bool{200: true}}, StateStale, "no heartbeat"},
+		{"other host: pid not checked", rec(func(i *Info) { i.Host = "render-box-2" }), time.Minute, dead, StateHeld, "render-box-2"},
+		{"other host: heartbeat still counts", rec(func(i *Info) { i.Host = "render-box-2" }), 2 * time.Hour, dead, StateStale, "no heartbeat"},
+		{"mtime in the future", rec(nil), -time.Hour, live, StateHeld, ""},
+		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},
+		{"unparseable, at the grace limit", nil, WriteGrace, dead, StateStale, "no valid record"},
+		{"unparseable, old", nil, time.Minute, dead, StateStale, "no valid record"},
+		{"unparseable, mtime in the future", nil, -time.Hour, dead, StateHeld, "being written"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &Status{Info: tt.info, ModTime: now.Add(-tt.age)}
+			judge(st, now, staleAfter, tt.p)
+			if st.State != tt.want {
+				t.Fatalf("state = %s (%s), want %s", st.State, st.Reason, tt.want)
+			}
+			if st.Alive != (tt.want == StateHeld) {
+				t.Fatalf("alive = %v with state %s", st.Alive, st.State)
+			}
+			if !strings.Contains(st.Reason, tt.reason) {
+				t.Fatalf("reason %q does not contain %q", st.Reason, tt.reason)
+			}
+		})
+	}
+}

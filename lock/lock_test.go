@@ -1,0 +1,556 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// testOptions are fast options on a lock in a fresh temp dir.
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	return Options{
+		Path:      filepath.Join(t.TempDir(), "sub", "gpu.lock"),
+		Owner:     "test",
+		Slug:      t.Name(),
+		Poll:      5 * time.Millisecond,
+		Heartbeat: time.Hour,
+		Stale:     2 * time.Hour,
+	}
+}
+
+var (
+	deadOnce sync.Once
+	deadVal  int
+	deadErr  error
+)
+
+// deadPID returns the pid of a process that has exited and been reaped
+// (started once per test run: pids are not reused that fast).
+func deadPID(t *testing.T) int {
+	t.Helper()
+	deadOnce.Do(func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		deadErr = cmd.Run()
+		deadVal = cmd.Process.Pid
+	})
+	if deadErr != nil {
+		t.Fatal(deadErr)
+	}
+	return deadVal
+}
+
+// writeLock writes a seed-format record by hand, as the Node tool would.
+func writeLock(t *testing.T, path string, pid int, token string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"pid":%d,"acquiredAt":"2026-10-12T12:18:03.512Z","owner":"channels","slug":"ep12","token":"%s"}`, pid, token)
+	if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// leftovers lists files beside the lock other than the lock and its guard.
+func leftovers(t *testing.T, path string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var odd []string
+	for _, e := range ents {
+		if n := e.Name(); n != filepath.Base(path) && n != filepath.Base(path)+GuardSuffix {
+			odd = append(odd, n)
+		}
+	}
+	return odd
+}
+
+func TestAcquireRelease(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := parseRecord([]byte(mustRead(t, o.Path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.PID != os.Getpid() || info.Token != h.Info().Token || info.Owner != "test" || info.Slug != t.Name() {
+		t.Fatalf("record %+v does not match holder %+v", info, h.Info())
+	}
+	if _, ok, err := TryAcquire(o); ok || err != nil {
+		t.Fatalf("TryAcquire on a held lock = %v, %v; want false, nil", ok, err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("lock file still there after Release: %v", err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+	h2, ok, err := TryAcquire(o)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire on a free lock = %v, %v", ok, err)
+	}
+	h2.Release()
+}
+
+func TestAcquireWaitsAndTimesOut(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = Acquire(ctx, o)
+	var werr *WaitError
+	if !errors.As(err, &werr) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire on a held lock: %v; want a WaitError wrapping DeadlineExceeded", err)
+	}
+	if werr.Holder == nil || werr.Holder.Info == nil || werr.Holder.Info.Token != h.Info().Token {
+		t.Fatalf("WaitError names holder %+v, want ours", werr.Holder)
+	}
+	if !strings.Contains(err.Error(), "test/"+t.Name()) {
+		t.Fatalf("error %q does not name the holder", err)
+	}
+}
+
+func TestAcquireGetsLockWhenReleased(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Held)
+	go func() {
+		h2, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h2
+	}()
+	select {
+	case <-got:
+		t.Fatal("second Acquire succeeded while the lock was held")
+	case <-time.After(30 * time.Millisecond):
+	}
+	h.Release()
+	h2 := <-got
+	if h2 == nil {
+		t.Fatal("no second holder")
+	}
+	h2.Release()
+}
+
+func TestAcquireClearsStale(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, path string)
+		reason  string
+	}{
+		{"dead pid", func(t *testing.T, path string) { writeLock(t, path, deadPID(t), "0123456789abcdef") }, "is gone"},
+		{"old heartbeat, live pid", func(t *testing.T, path string) {
+			writeLock(t, path, os.Getpid(), "0123456789abcdef")
+			old := time.Now().Add(-3 * time.Hour)
+			os.Chtimes(path, old, old)
+		}, "no heartbeat"},
+		{"old empty file", func(t *testing.T, path string) {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, nil, 0o644)
+			old := time.Now().Add(-time.Minute)
+			os.Chtimes(path, old, old)
+		}, "no valid record"},
+		{"old garbage", func(t *testing.T, path string) {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte("\x00\x01garbage{"), 0o644)
+			old := time.Now().Add(-time.Minute)
+			os.Chtimes(path, old, old)
+		}, "no valid record"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := testOptions(t)
+			var logs strings.Builder
+			o.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+			tt.prepare(t, o.Path)
+			h, ok, err := TryAcquire(o)
+			if !ok || err != nil {
+				t.Fatalf("TryAcquire over a stale lock = %v, %v", ok, err)
+			}
+			defer h.Release()
+			if !strings.Contains(logs.String(), "cleared stale GPU lock") || !strings.Contains(logs.String(), tt.reason) {
+				t.Fatalf("log does not record the clearing with reason %q:\n%s", tt.reason, logs.String())
+			}
+			if odd := leftovers(t, o.Path); len(odd) > 0 {
+				t.Fatalf("left behind: %v", odd)
+			}
+		})
+	}
+}
+
+func TestFreshEmptyLockIsWaitedFor(t *testing.T) {
+	o := testOptions(t)
+	os.MkdirAll(filepath.Dir(o.Path), 0o755)
+	if err := os.WriteFile(o.Path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := TryAcquire(o); ok || err != nil {
+		t.Fatalf("TryAcquire over a lock being written = %v, %v; want false, nil", ok, err)
+	}
+	if mustRead(t, o.Path) != "" {
+		t.Fatal("the lock being written was touched")
+	}
+}
+
+func TestReleaseLeavesAnotherHoldersLock(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone judged us stale and took the lock.
+	writeLock(t, o.Path, os.Getpid(), "fedcba9876543210")
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(mustRead(t, o.Path), "fedcba9876543210") {
+		t.Fatal("Release removed another holder's lock")
+	}
+}
+
+func TestRemoveIfSamePutsBackAnotherLock(t *testing.T) {
+	o := testOptions(t)
+	writeLock(t, o.Path, deadPID(t), "1111111111111111")
+	judged, err := readStatus(o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Between judging and clearing, the lock was released and re-taken.
+	writeLock(t, o.Path, os.Getpid(), "2222222222222222")
+	if err := removeIfSame(o.Path, judged); !errors.Is(err, errChanged) {
+		t.Fatalf("removeIfSame on a replaced lock: %v, want errChanged", err)
+	}
+	if !strings.Contains(mustRead(t, o.Path), "2222222222222222") {
+		t.Fatal("the new lock was not put back")
+	}
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+	// Already gone: someone else cleared it first.
+	os.Remove(o.Path)
+	if err := removeIfSame(o.Path, judged); err != nil {
+		t.Fatalf("removeIfSame on a missing lock: %v", err)
+	}
+}
+
+func TestRenameNoReplaceNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, []byte("a"), 0o644)
+	os.WriteFile(b, []byte("b"), 0o644)
+	if err := renameNoReplace(a, b); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("renameNoReplace over an existing file: %v", err)
+	}
+	if mustRead(t, b) != "b" || mustRead(t, a) != "a" {
+		t.Fatal("files changed")
+	}
+	os.Remove(b)
+	if err := renameNoReplace(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a); !errors.Is(err, os.ErrNotExist) || mustRead(t, b) != "a" {
+		t.Fatal("rename did not move the file")
+	}
+}
+
+func TestHeartbeatTouchesAndDetectsLoss(t *testing.T) {
+	o := testOptions(t)
+	o.Heartbeat = 5 * time.Millisecond
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(o.Path, old, old)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fi, err := os.Stat(o.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(fi.ModTime()) < time.Minute {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeat did not touch the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-h.Lost():
+		t.Fatal("lost while still ours")
+	default:
+	}
+	writeLock(t, o.Path, os.Getpid(), "fedcba9876543210")
+	select {
+	case <-h.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed after the lock was replaced")
+	}
+	if !errors.Is(h.LostReason(), errNotOurs) {
+		t.Fatalf("LostReason = %v", h.LostReason())
+	}
+	// The heartbeat must not touch the other holder's lock.
+	os.Chtimes(o.Path, old, old)
+	h.Release()
+	if fi, _ := os.Stat(o.Path); time.Since(fi.ModTime()) < time.Minute {
+		t.Fatal("another holder's lock was touched")
+	}
+}
+
+func TestRecordChild(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RecordChild(4321); err != nil {
+		t.Fatal(err)
+	}
+	info, err := parseRecord([]byte(mustRead(t, o.Path)))
+	if err != nil || info.ChildPGID != 4321 || info.Token != h.Info().Token {
+		t.Fatalf("record after RecordChild: %+v, %v", info, err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+}
+
+func TestWithLockReleasesOnErrorAndPanic(t *testing.T) {
+	o := testOptions(t)
+	boom := errors.New("boom")
+	err := WithLock(context.Background(), o, func(ctx context.Context) error {
+		if _, err := os.Stat(o.Path); err != nil {
+			t.Errorf("lock not held inside WithLock: %v", err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("WithLock = %v, want fn's error", err)
+	}
+	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("lock kept after fn failed")
+	}
+	func() {
+		defer func() { recover() }()
+		WithLock(context.Background(), o, func(context.Context) error { panic("render crashed") })
+	}()
+	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("lock kept after fn panicked")
+	}
+}
+
+func TestClear(t *testing.T) {
+	o := testOptions(t)
+	if st, err := Clear(o.Path, false, 0, nil); err != nil || st.State != StateFree {
+		t.Fatalf("Clear on a free lock = %+v, %v", st, err)
+	}
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Clear(o.Path, false, 0, nil)
+	if !errors.Is(err, ErrHeld) || st.State != StateHeld {
+		t.Fatalf("Clear on a live lock = %+v, %v; want ErrHeld", st, err)
+	}
+	if _, err := os.Stat(o.Path); err != nil {
+		t.Fatal("Clear without force removed a live lock")
+	}
+	if _, err := Clear(o.Path, true, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("Clear --force left the lock")
+	}
+	h.Release()
+	writeLock(t, o.Path, deadPID(t), "0123456789abcdef")
+	st, err = Clear(o.Path, false, 0, nil)
+	if err != nil || st.State != StateStale || !strings.Contains(st.Reason, "is gone") {
+		t.Fatalf("Clear on a stale lock = %+v, %v", st, err)
+	}
+	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("stale lock not cleared")
+	}
+}
+
+func TestBadPaths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	folder := filepath.Join(dir, "folder.lock")
+	os.Mkdir(folder, 0o755)
+	tests := []struct {
+		name, path string
+	}{
+		{"parent is a file", filepath.Join(file, "gpu.lock")},
+		{"lock path is a folder", folder},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{Path: tt.path, Poll: time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := Acquire(ctx, o); err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Acquire(%s) = %v, want an immediate error", tt.path, err)
+			}
+			if _, err := Inspect(tt.path, 0); err == nil {
+				t.Fatalf("Inspect(%s) succeeded", tt.path)
+			}
+		})
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+	}{
+		{"empty path", Options{}},
+		{"negative poll", Options{Path: "x", Poll: -1}},
+		{"heartbeat not under stale", Options{Path: "x", Heartbeat: time.Hour, Stale: time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := TryAcquire(tt.o); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("TryAcquire(%+v) = %v, want ErrInvalid", tt.o, err)
+			}
+		})
+	}
+	o, err := Options{Path: "x", Stale: time.Minute}.withDefaults()
+	if err != nil || o.Heartbeat >= o.Stale {
+		t.Fatalf("default heartbeat %s not under stale %s (%v)", o.Heartbeat, o.Stale, err)
+	}
+}
+
+// TestManyWaitersOneHolder has goroutines contend on one lock, each taking
+// a non-blocking kernel lock on a separate truth file inside its critical
+// section: a failure to get it is an overlap.
+func TestManyWaitersOneHolder(t *testing.T) {
+	o := testOptions(t)
+	truth := filepath.Join(t.TempDir(), "truth")
+	const workers, rounds = 8, 25
+	var overlaps, sections atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			oo := o
+			oo.Slug = fmt.Sprint("w", w)
+			for range rounds {
+				err := WithLock(context.Background(), oo, func(context.Context) error {
+					f, err := os.OpenFile(truth, os.O_RDWR|os.O_CREATE, 0o644)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					ok, err := tryLockFile(f)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						overlaps.Add(1)
+						return nil
+					}
+					sections.Add(1)
+					time.Sleep(100 * time.Microsecond)
+					return unlockFile(f)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 || sections.Load() != workers*rounds {
+		t.Fatalf("overlaps = %d, sections = %d of %d", overlaps.Load(), sections.Load(), workers*rounds)
+	}
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+}
+
+// TestStaleStampede has many waiters judge the same stale lock at once:
+// exactly one may win.
+func TestStaleStampede(t *testing.T) {
+	for round := range 20 {
+		o := testOptions(t)
+		writeLock(t, o.Path, deadPID(t), "0123456789abcdef")
+		const n = 8
+		var winners atomic.Int64
+		var held []*Held
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				h, ok, err := TryAcquire(o)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					winners.Add(1)
+					mu.Lock()
+					held = append(held, h)
+					mu.Unlock()
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if winners.Load() != 1 {
+			t.Fatalf("round %d: %d winners over one stale lock", round, winners.Load())
+		}
+		for _, h := range held {
+			h.Release()
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package lock
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestParseRecord(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		wantPID int
+		wantErr string // substring; empty means it parses
+	}{
+		{"seed record", `{"pid":4242,"acquiredAt":"2026-10-12T12:18:03.512Z","owner":"channels","slug":"ep12","token":"9f86d081884c7d65"}`, 4242, ""},
+		{"gpuexec record with extras", `{"pid":7,"acquiredAt":"x","owner":"a","slug":"b","token":"t","host":"h","pidStart":123,"childPgid":9}`, 7, ""},
+		{"unknown fields ignored", `{"pid":7,"token":"t","future":{"nested":[1,2]}}`, 7, ""},
+		{"surrounding whitespace", "\n  {\"pid\":7,\"token\":\"t\"}\r\n", 7, ""},
+		{"empty", ``, 0, "empty"},
+		{"whitespace only", " \t\n ", 0, "empty"},
+		{"binary garbage", "\x00\xff\xfe garbage", 0, "invalid character"},
+		{"truncated JSON", `{"pid":4242,"acquiredAt":"2026-10`, 0, "unexpected end"},
+		{"JSON array", `[1,2,3]`, 0, "cannot unmarshal"},
+		{"JSON null", `null`, 0, "pid 0"},
+		{"JSON string", `"locked"`, 0, "cannot unmarshal"},
+		{"pid as string", `{"pid":"4242","token":"t"}`, 0, "cannot unmarshal"},
+		{"pid fractional", `{"pid":42.5,"token":"t"}`, 0, "cannot unmarshal"},
+		{"token as number", `{"pid":42,"token":12}`, 0, "cannot unmarshal"},
+		{"pid zero", `{"pid":0,"token":"t"}`, 0, "pid 0"},
+		{"pid negative", `{"pid":-1,"token":"t"}`, 0, "pid -1"},
+		{"pid huge", `{"pid":99999999999,"token":"t"}`, 0, "cannot name a process"},
+		{"pid beyond int64", `{"pid":1e40,"token":"t"}`, 0, "cannot unmarshal"},
+		{"no token", `{"pid":42}`, 0, "no token"},
+		{"negative childPgid", `{"pid":42,"token":"t","childPgid":-5}`, 0, "childPgid"},
+		{"too large", `{"pid":42,"token":"t","pad":"` + strings.Repeat("x", maxRecordSize) + `"}`, 0, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info, err := parseRecord([]byte(tt.content))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("parseRecord: %v", err)
+				}
+				if info.PID != tt.wantPID {
+					t.Fatalf("pid = %d, want %d", info.PID, tt.wantPID)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("parseRecord succeeded with %+v, want error containing %q", info, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestEncodeIsSeedShaped(t *testing.T) {
+	info, err := newInfo(Options{Owner: "channels", Slug: "ep12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := info.encode()
+	if strings.ContainsAny(string(b), "\n") {
+		t.Fatalf("record has a newline: %q", b)
+	}
+	// The seed's five fields come first, in the seed's order.
+	if !regexp.MustCompile(`^\{"pid":\d+,"acquiredAt":"[^"]+","owner":"channels","slug":"ep12","token":"[0-9a-f]{16}"`).Match(b) {
+		t.Fatalf("record does not start with the seed's fields: %s", b)
+	}
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(info.AcquiredAt) {
+		t.Fatalf("acquiredAt %q is not toISOString's form", info.AcquiredAt)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["pid"].(float64); !ok {
+		t.Fatalf("pid is not a JSON number: %T", m["pid"])
+	}
+	back, err := parseRecord(b)
+	if err != nil || *back != *info {
+		t.Fatalf("round trip: %+v, %v; want %+v", back, err, info)
+	}
+}
+
+func TestTokensDiffer(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		tok, err := newToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(tok) || seen[tok] {
+			t.Fatalf("bad or repeated token %q", tok)
+		}
+		seen[tok] = true
+	}
+}

@@ -1,0 +1,25 @@
+//go:build unix
+
+package signals
+
+import (
+	"syscall"
+	"testing"
+)
+
+func TestCaughtNeverIncludesRuntimeSignals(t *testing.T) {
+	for _, s := range Caught {
+		if s == syscall.SIGURG || s == syscall.SIGCHLD || s == syscall.SIGKILL {
+			t.Errorf("%v must never be caught", s)
+		}
+	}
+	for _, want := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		found := false
+		for _, s := range Caught {
+			found = found || s == want
+		}
+		if !found {
+			t.Errorf("%v is not caught", want)
+		}
+	}
+}

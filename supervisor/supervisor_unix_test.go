@@ -1,0 +1,140 @@
+//go:build unix
+
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestExitStatuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		timeout time.Duration
+		want    int
+	}{
+		{"success", "exit 0", 0, 0},
+		{"child's own code", "exit 3", 0, 3},
+		{"killed by a signal", "kill -USR1 $$", 0, 128 + int(syscall.SIGUSR1)},
+		{"killed by SIGKILL", "kill -KILL $$", 0, 137},
+		{"timeout", "sleep 30", 100 * time.Millisecond, ExitTimeout},
+		{"timeout, TERM ignored", "trap '' TERM; sleep 30 & wait; sleep 30", 100 * time.Millisecond, ExitTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, logs := testConfig(t, "sh", "-c", tt.script)
+			cfg.Timeout = tt.timeout
+			cfg.KillAfter = 200 * time.Millisecond
+			if code := Run(context.Background(), cfg); code != tt.want {
+				t.Fatalf("Run = %d, want %d\n%s", code, tt.want, logs)
+			}
+			if _, err := os.Stat(cfg.Lock.Path); !os.IsNotExist(err) {
+				t.Fatalf("lock left after Run: %v", err)
+			}
+		})
+	}
+}
+
+func TestChildIsGroupLeaderAndSeesLock(t *testing.T) {
+	cfg, logs := testConfig(t, "sh", "-c", `echo "$$ $(ps -o pgid= -p $$) $GPUEXEC_LOCK_HELD $GPUEXEC_LOCK"`)
+	var out bytes.Buffer
+	cfg.Stdout = &out
+	if code := Run(context.Background(), cfg); code != 0 {
+		t.Fatalf("Run = %d\n%s", code, logs)
+	}
+	f := strings.Fields(out.String())
+	if len(f) != 4 {
+		t.Fatalf("child printed %q", out.String())
+	}
+	if f[0] != f[1] {
+		t.Fatalf("child pid %s is not its group leader (pgid %s)", f[0], f[1])
+	}
+	if f[1] == strconv.Itoa(syscall.Getpgrp()) {
+		t.Fatal("child shares gpuexec's process group")
+	}
+	if f[2] != "1" || f[3] != cfg.Lock.Path {
+		t.Fatalf("child env: held=%s lock=%s", f[2], f[3])
+	}
+}
+
+func TestSignalForwardedToGroup(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	mark := filepath.Join(dir, "mark")
+	script := `trap 'echo term > ` + mark + `; exit 7' TERM; echo > ` + ready + `; while :; do sleep 0.01; done`
+	cfg, logs := testConfig(t, "sh", "-c", script)
+	sigs := make(chan os.Signal, 1)
+	cfg.Signals = sigs
+	go func() {
+		waitFile(t, ready)
+		sigs <- syscall.SIGTERM
+	}()
+	if code := Run(context.Background(), cfg); code != 7 {
+		t.Fatalf("Run = %d, want the child's 7\n%s", code, logs)
+	}
+	if b, _ := os.ReadFile(mark); strings.TrimSpace(string(b)) != "term" {
+		t.Fatalf("child did not get SIGTERM: %q", b)
+	}
+	if !strings.Contains(logs.String(), "forwarding signal") {
+		t.Fatalf("forwarding not logged:\n%s", logs)
+	}
+}
+
+func TestLeftoversStoppedBeforeRelease(t *testing.T) {
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "pid")
+	cfg, logs := testConfig(t, "sh", "-c", "sleep 300 & echo $! > "+pidfile+"; exit 0")
+	if code := Run(context.Background(), cfg); code != 0 {
+		t.Fatalf("Run = %d\n%s", code, logs)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("bad pid %q", b)
+	}
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Fatalf("leftover %d still exists after Run returned (kill: %v)", pid, err)
+	}
+	if !strings.Contains(logs.String(), "left processes in its group") {
+		t.Fatalf("leftovers not logged:\n%s", logs)
+	}
+}
+
+func TestSignalWhileWaiting(t *testing.T) {
+	cfg, _ := testConfig(t, "true")
+	held, code := acquire(context.Background(), cfg)
+	if held == nil {
+		t.Fatalf("acquire = %d", code)
+	}
+	defer held.Release()
+	sigs := make(chan os.Signal, 1)
+	cfg.Signals = sigs
+	sigs <- syscall.SIGINT
+	if code := Run(context.Background(), cfg); code != 130 {
+		t.Fatalf("Run interrupted while waiting = %d, want 130", code)
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Errorf("%s did not appear", path)
+}
