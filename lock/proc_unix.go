@@ -18,8 +18,9 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
-// groupAlive reports whether process group pgid still has a member.
-func groupAlive(pgid int) bool {
+// groupSignalable reports whether process group pgid still has a member
+// that kill can reach (zombies included).
+func groupSignalable(pgid int) bool {
 	if pgid <= 1 {
 		return false
 	}

@@ -9,17 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	// Orphans of the job are re-parented to gpuexec rather than to init,
-	// so that reap can collect them: a group of zombies nobody reaps would
-	// look alive. Failure (old kernels) only loses that.
-	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-}
-
 // configure puts the child in a process group of its own and has the kernel
 // SIGKILL it if gpuexec dies (Pdeathsig; see start for the thread it is
 // tied to).
 func configure(cmd *exec.Cmd) {
+	// Orphans of the job are re-parented to gpuexec rather than to init,
+	// so that reap can collect them and drain sees them go. Set here, not
+	// in an init function, so that merely importing this package changes
+	// nothing. Failure (old kernels) only loses that.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
