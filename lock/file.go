@@ -86,6 +86,44 @@ func (g *guard) release() {
 // device. gpuexec never follows, writes through or removes such a path.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrNotLock is returned (wrapped in a *fs.PathError) when the file at the
+// lock path is neither a lock record nor a partly written or damaged one:
+// JSON without a pid or token, text, binary data, or anything larger than a
+// record can be. gpuexec never clears, overwrites or removes such a file,
+// even with force: a mistyped --lock must not cost someone a file.
+var ErrNotLock = errors.New("not a lock file")
+
+// maxPartialRecord is the largest content still taken for a damaged record.
+// A record is a few hundred bytes.
+const maxPartialRecord = 4 << 10
+
+// partialRecord reports whether content that did not parse as a record can
+// be one being written or damaged by a crash: empty, blanks or NUL bytes
+// (what a power loss can leave), the start of a JSON object that is not
+// complete, or a JSON object with a pid or token of the wrong type or value.
+func partialRecord(content []byte) bool {
+	if len(content) > maxPartialRecord {
+		return false
+	}
+	t := bytes.Trim(content, " \t\r\n\x00")
+	if len(t) == 0 {
+		return true
+	}
+	if t[0] != '{' {
+		return false
+	}
+	if !json.Valid(t) {
+		return true
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(t, &fields) != nil {
+		return false
+	}
+	_, pid := fields["pid"]
+	_, token := fields["token"]
+	return pid || token
+}
+
 // readStatus reads the lock file at path (without judging it). A missing
 // file is StateFree.
 func readStatus(path string) (*Status, error) {
@@ -112,7 +150,10 @@ func readStatus(path string) (*Status, error) {
 	}
 	st.Content = content
 	st.ModTime = fi.ModTime()
-	st.Info, _ = parseRecord(content)
+	st.Info, err = parseRecord(content)
+	if err != nil && !partialRecord(content) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%d bytes, %v)", ErrNotLock, fi.Size(), err)}
+	}
 	if st.Info != nil {
 		// Unknown fields are kept for status --json; a record that
 		// parsed as Info is an object, so this cannot fail.

@@ -189,9 +189,9 @@ func TestAcquireClearsStale(t *testing.T) {
 			old := time.Now().Add(-time.Minute)
 			os.Chtimes(path, old, old)
 		}, "no valid record"},
-		{"old garbage", func(t *testing.T, path string) {
+		{"old truncated record", func(t *testing.T, path string) {
 			os.MkdirAll(filepath.Dir(path), 0o755)
-			os.WriteFile(path, []byte("\x00\x01garbage{"), 0o644)
+			os.WriteFile(path, []byte(`{"pid":12,"acquiredAt":"20`), 0o644)
 			old := time.Now().Add(-time.Minute)
 			os.Chtimes(path, old, old)
 		}, "no valid record"},
@@ -422,15 +422,25 @@ func TestBadPaths(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	folder := filepath.Join(dir, "folder.lock")
 	os.Mkdir(folder, 0o755)
+	notLock := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notLock, []byte("render notes\n"), 0o644)
+	old := time.Now().Add(-24 * time.Hour)
+	os.Chtimes(notLock, old, old)
 	tests := []struct {
 		name, path string
 	}{
 		{"parent is a file", filepath.Join(file, "gpu.lock")},
 		{"lock path is a folder", folder},
+		{"lock path holds a file that is not a lock", notLock},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := Options{Path: tt.path, Poll: time.Millisecond}
+			defer func() {
+				if b, err := os.ReadFile(notLock); err != nil || string(b) != "render notes\n" {
+					t.Fatalf("a file that is not a lock was changed: %q, %v", b, err)
+				}
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if _, err := Acquire(ctx, o); err == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -438,6 +448,9 @@ func TestBadPaths(t *testing.T) {
 			}
 			if _, err := Inspect(tt.path, 0); err == nil {
 				t.Fatalf("Inspect(%s) succeeded", tt.path)
+			}
+			if _, err := Clear(tt.path, true, 0, nil); err == nil {
+				t.Fatalf("Clear(%s, force) succeeded", tt.path)
 			}
 		})
 	}

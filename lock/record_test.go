@@ -100,3 +100,32 @@ func TestTokensDiffer(t *testing.T) {
 		seen[tok] = true
 	}
 }
+
+func TestPartialRecord(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    bool
+	}{
+		{"empty", "", true},
+		{"blanks", " \n\t ", true},
+		{"NUL bytes from a power loss", "\x00\x00\x00\x00", true},
+		{"truncated record", `{"pid":4242,"acquiredAt":"2026-10`, true},
+		{"truncated record, NUL padded", "{\"pid\":42\x00\x00", true},
+		{"pid of the wrong type", `{"pid":"4242","token":"t"}`, true},
+		{"pid zero", `{"pid":0,"token":"0123456789abcdef"}`, true},
+		{"token only", `{"token":"0123456789abcdef"}`, true},
+		{"JSON object without pid or token", `{"name":"my-app","version":"1.0.0"}`, false},
+		{"JSON array", `[1,2]`, false},
+		{"text", "root:x:0:0:root:/root:/bin/bash\n", false},
+		{"binary", "\x7fELF\x02\x01\x01", false},
+		{"large truncated object", "{" + strings.Repeat(" ", maxPartialRecord), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := partialRecord([]byte(tt.content)); got != tt.want {
+				t.Fatalf("partialRecord(%q) = %v, want %v", tt.content, got, tt.want)
+			}
+		})
+	}
+}
