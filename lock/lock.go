@@ -329,8 +329,9 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 	return st, nil
 }
 
-// clearGuardWait bounds how long Clear waits for the guard, which is
-// normally held for a few system calls at a time.
+// clearGuardWait bounds how long Clear, a heartbeat and RecordChild wait
+// for the guard, which is normally held for a few system calls at a time: a
+// process stopped (SIGSTOP) while holding it must not hang them.
 const clearGuardWait = 10 * time.Second
 
 // Clear removes the lock at path if it is stale, and returns it as judged.
@@ -473,7 +474,9 @@ func (h *Held) ours() (*Status, error) {
 
 // touch is one heartbeat: set the lock file's mtime to now if it is ours.
 func (h *Held) touch() error {
-	g, err := takeGuard(context.Background(), h.o.Path)
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	g, err := takeGuard(ctx, h.o.Path)
 	if err != nil {
 		return err
 	}
@@ -489,7 +492,9 @@ func (h *Held) touch() error {
 // the record (childPgid), so that the lock stays alive while that group
 // runs even if this process is killed. It also counts as a heartbeat.
 func (h *Held) RecordChild(pgid int) error {
-	g, err := takeGuard(context.Background(), h.o.Path)
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	g, err := takeGuard(ctx, h.o.Path)
 	if err != nil {
 		return err
 	}
