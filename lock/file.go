@@ -24,9 +24,14 @@ import (
 // so processes that know nothing of the sidecar still exclude gpuexec.
 const GuardSuffix = ".guard"
 
-// guardRetry bounds the pause between tries for the guard. The guard is held
-// for a few system calls at a time, so a short pause is plenty.
-const guardRetry = 2 * time.Millisecond
+// The pause between tries for the guard starts at guardFirstRetry and
+// doubles up to guardRetry. The guard is held for a few system calls at a
+// time (tens of microseconds), so the first tries come quickly: a waiter
+// woken by a release meets the releaser still holding it.
+const (
+	guardFirstRetry = 50 * time.Microsecond
+	guardRetry      = 2 * time.Millisecond
+)
 
 // guard is a held kernel lock on the sidecar file.
 type guard struct{ f *os.File }
@@ -36,6 +41,7 @@ type guard struct{ f *os.File }
 func takeGuard(ctx context.Context, path string) (*guard, error) {
 	gpath := path + GuardSuffix
 	var wait *time.Timer
+	delay := guardFirstRetry
 	for {
 		f, err := os.OpenFile(gpath, os.O_RDWR|os.O_CREATE, 0o666)
 		if err != nil {
@@ -58,11 +64,12 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 		}
 		f.Close()
 		if wait == nil {
-			wait = time.NewTimer(guardRetry)
+			wait = time.NewTimer(delay)
 			defer wait.Stop()
 		} else {
-			wait.Reset(guardRetry)
+			wait.Reset(delay)
 		}
+		delay = min(2*delay, guardRetry)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -166,7 +173,11 @@ func readStatus(path string) (*Status, error) {
 // write. It never leaves a partly written file: on any failure after the
 // create, the file it created is removed.
 func createRecord(path string, info *Info) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	var f *os.File
+	err := retrySharing(func() (err error) {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -206,7 +217,7 @@ func removeIfSame(path string, judged *Status) error {
 		return err
 	}
 	tomb := fmt.Sprintf("%s.stale-%d-%s", path, os.Getpid(), hex.EncodeToString(rnd[:]))
-	if err := os.Rename(path, tomb); err != nil {
+	if err := retrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -214,9 +225,9 @@ func removeIfSame(path string, judged *Status) error {
 	}
 	content, err := readAllLimited(tomb)
 	if err == nil && sameLock(judged, content) {
-		return os.Remove(tomb)
+		return retrySharing(func() error { return os.Remove(tomb) })
 	}
-	if perr := renameNoReplace(tomb, path); perr != nil {
+	if perr := retrySharing(func() error { return renameNoReplace(tomb, path) }); perr != nil {
 		// A process outside the guard (the seed's Node tool) created a
 		// lock while another one was set aside. Ours must not replace
 		// theirs; the one set aside is lost either way.
@@ -247,7 +258,7 @@ func replaceRecord(path string, info *Info) error {
 	if err := createRecord(tmp, info); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := retrySharing(func() error { return os.Rename(tmp, path) }); err != nil {
 		os.Remove(tmp)
 		return err
 	}

@@ -9,20 +9,39 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// tryLockFile takes an exclusive LockFileEx lock on f's first byte without
+// lockByte is the offset of the byte that tryLockFile and tryLockShared
+// lock. Windows byte-range locks are mandatory: a locked range cannot be
+// read through another handle. Locking a byte far past any content (as
+// SQLite does with its lock bytes at 1 GiB) keeps the files that are
+// locked while they hold a record (queue tickets) readable by status.
+const lockByte = 0x40000000
+
+// lockRange is the Overlapped that names lockByte.
+func lockRange() *windows.Overlapped { return &windows.Overlapped{Offset: lockByte} }
+
+// tryLockFile takes an exclusive LockFileEx lock on f's lock byte without
 // blocking; ok=false when another handle holds it. Windows drops it when
 // the process dies.
 func tryLockFile(f *os.File) (ok bool, err error) {
-	ol := new(windows.Overlapped)
 	err = windows.LockFileEx(windows.Handle(f.Fd()),
-		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
+		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, lockRange())
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// unlockFile drops the lock taken by tryLockFile.
+// unlockFile drops the lock taken by tryLockFile or tryLockShared.
 func unlockFile(f *os.File) error {
-	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, new(windows.Overlapped))
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, lockRange())
+}
+
+// tryLockShared takes a shared LockFileEx lock on f's lock byte without
+// blocking; ok=false when another handle holds it exclusively.
+func tryLockShared(f *os.File) (ok bool, err error) {
+	err = windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, lockRange())
+	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
+		return false, nil
+	}
+	return err == nil, err
 }

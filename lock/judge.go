@@ -52,6 +52,8 @@ type Status struct {
 	// Reason says why the lock is judged as it is: why it is stale, or what
 	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
 	Reason string
+	// Queue lists the waiters in arrival order (filled by Inspect only).
+	Queue []Waiter
 }
 
 // Holder names the holder for messages.
@@ -75,13 +77,18 @@ type prober interface {
 	startTime(pid int) (ms int64, ok bool)
 	// groupAlive reports whether any process of process group pgid exists.
 	groupAlive(pgid int) bool
+	// liveHeld reports whether the liveness lock of the holder with this
+	// token is held; known=false when it has no liveness file.
+	liveHeld(token string) (held, known bool)
 }
 
-type osProber struct{}
+// osProber asks the OS about the lock at lockPath.
+type osProber struct{ lockPath string }
 
-func (osProber) alive(pid int) bool              { return processAlive(pid) }
-func (osProber) startTime(pid int) (int64, bool) { return processStart(pid) }
-func (osProber) groupAlive(pgid int) bool        { return groupAlive(pgid) }
+func (osProber) alive(pid int) bool                         { return processAlive(pid) }
+func (osProber) startTime(pid int) (int64, bool)            { return processStart(pid) }
+func (osProber) groupAlive(pgid int) bool                   { return groupAlive(pgid) }
+func (p osProber) liveHeld(token string) (held, known bool) { return probeLive(p.lockPath, token) }
 
 func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }
 func fmtStamp(t time.Time) string   { return t.Local().Format("2006-01-02 15:04:05") }
@@ -120,6 +127,7 @@ func hostName() string {
 //     WriteGrace old (its writer may not have written it yet), stale after;
 //   - a heartbeat older than staleAfter is stale, whatever else is true;
 //   - a record from another host is held: its pid cannot be checked here;
+//   - a holder whose liveness lock (see LiveSuffix) is held is alive;
 //   - a pid that is gone, or that now names a process started at another
 //     time than the record says (a recycled pid), is stale, unless the
 //     record's job process group still has a live process;
@@ -147,6 +155,12 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	info := s.Info
 	if !sameHost(info.Host) {
 		setHeld("held from host %s: only its heartbeat can be checked", info.Host)
+		return
+	}
+	if held, known := p.liveHeld(info.Token); known && held {
+		// The kernel says the holder or a process of its job runs:
+		// nothing a pid could say overrules that.
+		setHeld("")
 		return
 	}
 	gone := ""

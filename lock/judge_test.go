@@ -11,6 +11,7 @@ type fakeProber struct {
 	alivePIDs map[int]bool
 	starts    map[int]int64
 	groups    map[int]bool
+	live      map[string]bool // token -> held; absent: no liveness file
 }
 
 func (f fakeProber) alive(pid int) bool { return f.alivePIDs[pid] }
@@ -19,6 +20,10 @@ func (f fakeProber) startTime(pid int) (int64, bool) {
 	return s, ok
 }
 func (f fakeProber) groupAlive(pgid int) bool { return f.groups[pgid] }
+func (f fakeProber) liveHeld(token string) (held, known bool) {
+	held, known = f.live[token]
+	return held, known
+}
 
 func TestJudge(t *testing.T) {
 	now := time.Date(2026, 10, 12, 20, 18, 0, 0, time.UTC)
@@ -57,6 +62,16 @@ func TestJudge(t *testing.T) {
 		{"other host: pid not checked", rec(func(i *Info) { i.Host = "render-box-2" }), time.Minute, dead, StateHeld, "render-box-2"},
 		{"other host: heartbeat still counts", rec(func(i *Info) { i.Host = "render-box-2" }), 2 * time.Hour, dead, StateStale, "no heartbeat"},
 		{"mtime in the future", rec(nil), -time.Hour, live, StateHeld, ""},
+		{"liveness lock held, pid gone", rec(nil), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": true}}, StateHeld, ""},
+		{"liveness lock held, pid recycled", rec(func(i *Info) { i.PIDStart = 1_000_000 }), time.Minute,
+			fakeProber{alivePIDs: map[int]bool{100: true}, starts: map[int]int64{100: 5_000}, live: map[string]bool{"0123456789abcdef": true}}, StateHeld, ""},
+		{"liveness lock free, pid gone", rec(nil), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}}, StateStale, "pid 100 is gone"},
+		{"liveness lock free, job group runs", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, groups: map[int]bool{200: true}}, StateHeld, "still running"},
+		{"liveness lock held, no heartbeat for long", rec(nil), 2 * time.Hour,
+			fakeProber{live: map[string]bool{"0123456789abcdef": true}}, StateStale, "no heartbeat"},
 		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},
 		{"unparseable, at the grace limit", nil, WriteGrace, dead, StateStale, "no valid record"},
 		{"unparseable, old", nil, time.Minute, dead, StateStale, "no valid record"},

@@ -42,7 +42,7 @@ const (
 // DefaultPath is the lock used when none is named: gpuexec/gpu.lock under
 // the OS's temporary folder.
 func DefaultPath() string {
-	return filepath.Join(os.TempDir(), "gpuexec", "gpu.lock")
+	return filepath.Join(tempDir(), "gpuexec", "gpu.lock")
 }
 
 // DefaultOwner is the login user name, or "unknown".
@@ -152,23 +152,50 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Err }
 
-// Acquire queues for the lock until it holds it or ctx ends. While waiting
-// it re-checks every Options.Poll, clears stale locks (logging why), and logs
-// the holder every Options.Report. The returned lock is kept alive by a
-// heartbeat until Release. When ctx ends first the error is a *WaitError;
-// other errors (an unusable path, a lock path that is not a regular file)
-// end the wait at once.
+// Acquire queues for the lock until it holds it or ctx ends.
+//
+// Waiters are served first come, first served: on arrival Acquire takes a
+// ticket beside the lock (see TicketSuffix) and does not take a free lock
+// while a live waiter that arrived earlier is queued. It wakes within
+// milliseconds when the lock is released or cleared (it watches the lock's
+// folder), checks every LivenessProbe whether the holder's job is gone, and
+// re-checks everything every Options.Poll in any case (the fallback where
+// the folder cannot be watched, e.g. network shares). It clears stale locks
+// (logging why) and logs the holder and its queue position every
+// Options.Report. The returned lock is kept alive by a heartbeat until
+// Release.
+//
+// When ctx ends first the error is a *WaitError and the ticket is gone;
+// other errors (an unusable path, a lock path that is not a regular file or
+// not a lock) end the wait at once.
 func Acquire(ctx context.Context, o Options) (*Held, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	var nextReport time.Time
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+		return nil, err
+	}
+	// Watch before the first look, so that no release goes unnoticed.
+	wk, werr := newWaker(o.Path)
+	if werr != nil {
+		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
+	}
+	defer wk.close()
+
+	var tk *ticket
+	defer func() { tk.drop() }()
+	var (
+		nextReport time.Time
+		lastPos    int
+	)
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
+	probe := time.NewTicker(LivenessProbe)
+	defer probe.Stop()
 	for {
-		h, st, err := attempt(ctx, o)
+		h, st, pos, err := attempt(ctx, o, &tk)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
@@ -180,42 +207,109 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 				"waited", fmtAge(time.Since(start)))
 			return h, nil
 		}
+		lastPos = pos
 		if now := time.Now(); !now.Before(nextReport) {
-			o.Logger.Info(waitingLine(st), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			o.Logger.Info(waitingLine(st, pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
+		if !waitForChange(ctx, o, st, lastPos, wk, poll, probe) {
+			return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+		}
+		tk.touch()
+	}
+}
+
+// LivenessProbe is how often a waiter checks whether the holder's job is
+// gone (its liveness lock free, or for the seed's records its pid gone): a
+// non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
+const LivenessProbe = 100 * time.Millisecond
+
+// headStart is how long waiters behind the head of the queue let it try
+// first when the lock is released, so that they do not crowd the guard.
+const headStart = 2 * time.Millisecond
+
+// waitForChange blocks until something may have changed for this waiter:
+// a wake-up from the folder, the holder found gone by the liveness probe,
+// the poll timer. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, st *Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+			return false
+		case what := <-wk.C():
+			if what == wakeLock && pos > 1 {
+				t := time.NewTimer(headStart)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return false
+				case <-t.C:
+				}
+			}
+			return true
 		case <-poll.C:
+			return true
+		case <-probe.C:
+			if holderGone(o.Path, st) {
+				return true
+			}
 		}
 	}
 }
 
+// holderGone is the liveness probe: whether the holder seen in st has
+// visibly ended (its liveness lock is free, or its pid is gone).
+func holderGone(lockPath string, st *Status) bool {
+	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
+		return false
+	}
+	if held, known := probeLive(lockPath, st.Info.Token); known {
+		return !held
+	}
+	return !processAlive(st.Info.PID)
+}
+
 // waitingLine is the line a waiter logs:
-// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18".
-func waitingLine(st *Status) string {
-	s := "waiting for GPU lock: held by " + st.Holder()
-	if st.Info != nil {
-		if t := st.Info.Acquired(); !t.IsZero() {
-			s += " since " + t.Local().Format("15:04")
+// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)".
+func waitingLine(st *Status, pos int) string {
+	var s string
+	if st == nil || st.State == StateFree {
+		s = "waiting for GPU lock: free, but earlier arrivals go first"
+	} else {
+		s = "waiting for GPU lock: held by " + st.Holder()
+		if st.Info != nil {
+			if t := st.Info.Acquired(); !t.IsZero() {
+				s += " since " + t.Local().Format("15:04")
+			}
+		}
+		if st.Reason != "" {
+			s += " (" + st.Reason + ")"
 		}
 	}
-	if st.Reason != "" {
-		s += " (" + st.Reason + ")"
+	if pos > 0 {
+		s += fmt.Sprintf(" (position %d in queue)", pos)
 	}
 	return s
 }
 
-// TryAcquire takes the lock if it is free or stale, without waiting.
-// Contention is not an error: it returns (nil, false, nil).
+// TryAcquire takes the lock if it is free or stale and no waiter is queued
+// for it, without waiting. Contention is not an error: it returns
+// (nil, false, nil).
 func TryAcquire(o Options) (*Held, bool, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, false, err
 	}
-	h, _, err := attempt(context.Background(), o)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	h, _, _, err := attempt(ctx, o, nil)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", o.Path+GuardSuffix, clearGuardWait)
+	}
 	return h, h != nil, err
 }
 
@@ -240,44 +334,72 @@ func WithLock(ctx context.Context, o Options, fn func(ctx context.Context) error
 	return fn(fctx)
 }
 
-// maxAttempts bounds how often one attempt re-tries the create after
-// clearing a stale lock or finding the lock released under it.
+// maxAttempts bounds how often one attempt re-tries after clearing a stale
+// lock or finding the lock released under it.
 const maxAttempts = 4
 
-// attempt makes one try for the lock under the guard: create it, or judge
-// the lock that is there, clear it if stale and create it. It returns the
-// held lock, or nil and the lock's status under contention.
-func attempt(ctx context.Context, o Options) (*Held, *Status, error) {
-	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
-		return nil, nil, err
-	}
+// attempt makes one try for the lock under the guard. tk is the caller's
+// place in the queue: nil for TryAcquire (which queues behind every
+// waiter); a pointer to a nil ticket joins the queue now; a ticket that was
+// pruned (its waiter stopped for longer than Options.Stale) is taken anew.
+// A stale lock is cleared whatever the caller's position; a free lock is
+// taken only by the head of the queue. It returns the held lock, or nil, the
+// lock's status and the caller's position (0 when not queued).
+func attempt(ctx context.Context, o Options, tk **ticket) (*Held, *Status, int, error) {
 	g, err := takeGuard(ctx, o.Path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer g.release()
+
+	var seq uint64
+	if tk != nil {
+		if *tk != nil && !(*tk).exists() {
+			o.Logger.Warn("this waiter's queue ticket was pruned; queueing again at the back", "path", o.Path)
+			(*tk).drop()
+			*tk = nil
+		}
+		if *tk == nil {
+			if *tk, err = takeTicket(g, o); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+		seq = (*tk).seq
+	}
+	before, err := ahead(o.Path, seq, o.Stale)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	pos := 0
+	if tk != nil {
+		pos = before + 1
+	}
+
 	var st *Status
 	for range maxAttempts {
-		info, err := newInfo(o)
-		if err != nil {
-			return nil, nil, err
-		}
-		err = createRecord(o.Path, info)
-		if err == nil {
-			return newHeld(o, info), nil, nil
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return nil, nil, err
-		}
 		if st, err = readStatus(o.Path); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if st.State == StateFree {
-			continue // released between our create and our read
+			if before > 0 {
+				return nil, st, pos, nil
+			}
+			h, err := create(o)
+			if errors.Is(err, os.ErrExist) {
+				continue // someone outside the queue (the seed's tool) was faster
+			}
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if tk != nil {
+				(*tk).drop()
+				*tk = nil
+			}
+			return h, nil, 0, nil
 		}
-		judge(st, time.Now(), o.Stale, osProber{})
+		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
 		if st.State == StateHeld {
-			return nil, st, nil
+			return nil, st, pos, nil
 		}
 		err = removeIfSame(o.Path, st)
 		if errors.Is(err, errChanged) {
@@ -285,11 +407,32 @@ func attempt(ctx context.Context, o Options) (*Held, *Status, error) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
+		}
+		if st.Info != nil {
+			removeDeadLive(o.Path, st.Info.Token)
 		}
 		o.Logger.Warn("cleared stale GPU lock", "path", o.Path, "holder", st.Holder(), "reason", st.Reason)
 	}
-	return nil, st, nil
+	return nil, st, pos, nil
+}
+
+// create takes the liveness lock, then creates the record. Call with the
+// guard held and the lock seen free.
+func create(o Options) (*Held, error) {
+	info, err := newInfo(o)
+	if err != nil {
+		return nil, err
+	}
+	live, err := takeLive(o.Path, info.Token)
+	if err != nil {
+		return nil, err
+	}
+	if err := createRecord(o.Path, info); err != nil {
+		live.release()
+		return nil, err
+	}
+	return newHeld(o, info, live), nil
 }
 
 var (
@@ -314,7 +457,8 @@ func newInfo(o Options) (*Info, error) {
 	}, nil
 }
 
-// Inspect reads and judges the lock at path, for status displays. stale is
+// Inspect reads and judges the lock at path and lists its queue, for status
+// displays; it changes nothing. stale is
 // the heartbeat age after which it is stale (0: DefaultStale).
 func Inspect(path string, stale time.Duration) (*Status, error) {
 	o, err := Options{Path: path, Stale: stale}.withDefaults()
@@ -322,10 +466,15 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 		return nil, err
 	}
 	st, err := readStatus(o.Path)
-	if err != nil || st.State == StateFree {
-		return st, err
+	if err != nil {
+		return nil, err
 	}
-	judge(st, time.Now(), o.Stale, osProber{})
+	if st.State != StateFree {
+		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
+	}
+	if st.Queue, err = readQueue(o.Path); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -359,7 +508,7 @@ func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*
 	if err != nil || st.State == StateFree {
 		return st, err
 	}
-	judge(st, time.Now(), o.Stale, osProber{})
+	judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
 	if st.State == StateHeld && !force {
 		return st, fmt.Errorf("%w: %s", ErrHeld, st.Holder())
 	}
@@ -379,6 +528,7 @@ func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*
 type Held struct {
 	o    Options
 	info *Info
+	live *liveLock
 
 	mu       sync.Mutex
 	released bool
@@ -390,10 +540,11 @@ type Held struct {
 	done     chan struct{}
 }
 
-func newHeld(o Options, info *Info) *Held {
+func newHeld(o Options, info *Info, live *liveLock) *Held {
 	h := &Held{
 		o:    o,
 		info: info,
+		live: live,
 		lost: make(chan struct{}),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -404,6 +555,12 @@ func newHeld(o Options, info *Info) *Held {
 
 // Path is the lock file's absolute path.
 func (h *Held) Path() string { return h.o.Path }
+
+// LiveFile is the open liveness file whose kernel lock marks this holder
+// alive (see LiveSuffix). Pass it to the processes that do the guarded work
+// (exec.Cmd.ExtraFiles on Unix) and the lock stays alive, even if this
+// process is killed, for as long as any of them runs. Do not close it.
+func (h *Held) LiveFile() *os.File { return h.live.f }
 
 // Info is the record written into the lock file.
 func (h *Held) Info() Info {
@@ -485,7 +642,7 @@ func (h *Held) touch() error {
 		return err
 	}
 	now := time.Now()
-	return os.Chtimes(h.o.Path, now, now)
+	return retrySharing(func() error { return os.Chtimes(h.o.Path, now, now) })
 }
 
 // RecordChild writes the process group of the job run under the lock into
@@ -541,6 +698,8 @@ func (h *Held) Release() error {
 		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
 	}
 	defer g.release()
+	// The liveness lock goes after the record, on every path.
+	defer h.live.release()
 	st, err := h.ours()
 	if errors.Is(err, errNotOurs) {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)

@@ -206,9 +206,11 @@ func TestAcquireClearsStale(t *testing.T) {
 			if !ok || err != nil {
 				t.Fatalf("TryAcquire over a stale lock = %v, %v", ok, err)
 			}
-			defer h.Release()
 			if !strings.Contains(logs.String(), "cleared stale GPU lock") || !strings.Contains(logs.String(), tt.reason) {
 				t.Fatalf("log does not record the clearing with reason %q:\n%s", tt.reason, logs.String())
+			}
+			if err := h.Release(); err != nil {
+				t.Fatal(err)
 			}
 			if odd := leftovers(t, o.Path); len(odd) > 0 {
 				t.Fatalf("left behind: %v", odd)

@@ -11,22 +11,41 @@ import (
 // stillActive is GetExitCodeProcess's STILL_ACTIVE (259).
 const stillActive = 259
 
-// processAlive reports whether pid names a running process: it can be opened
-// (access denied counts as alive) and has no exit code yet.
+// processAlive reports whether pid names a running process. A pid that
+// OpenProcess does not know (ERROR_INVALID_PARAMETER) is gone; one it may
+// not open (access denied: another user's, a protected process) is alive,
+// as EPERM is on Unix. An opened process is alive until it has an exit
+// code; a process object that outlives its process (someone still holds a
+// handle to it) is not alive. A process that exited with code 259 itself is
+// told apart by waiting on it, where the handle allows that.
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
-	if err != nil {
-		return errors.Is(err, windows.ERROR_ACCESS_DENIED)
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.SYNCHRONIZE, false, uint32(pid))
+	sync := err == nil
+	if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
+		h, err = windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	}
+	switch {
+	case errors.Is(err, windows.ERROR_INVALID_PARAMETER):
+		return false
+	case err != nil:
+		return true // access denied, or cannot tell: keep the lock held
 	}
 	defer windows.CloseHandle(h)
 	var code uint32
 	if err := windows.GetExitCodeProcess(h, &code); err != nil {
 		return true
 	}
-	return code == stillActive
+	if code != stillActive {
+		return false
+	}
+	if sync {
+		ev, err := windows.WaitForSingleObject(h, 0)
+		return err != nil || ev != windows.WAIT_OBJECT_0
+	}
+	return true
 }
 
 // groupAlive is always false on Windows: the job runs in a Job Object that

@@ -4,11 +4,33 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // Describe is the one human line `gpuexec status` prints: "free", or the
 // holder, since when, the heartbeat's age, and alive or stale and why.
+//
+// Each live waiter adds a line: "  1. reels/tts (pid 77) waiting since 20:21".
 func (s *Status) Describe() string {
+	var b strings.Builder
+	b.WriteString(s.describeLock())
+	for _, w := range s.Queue {
+		if !w.Alive {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %d. %s/%s (pid %d", w.Position, w.Owner, w.Slug, w.PID)
+		if !sameHost(w.Host) {
+			b.WriteString(" on " + w.Host)
+		}
+		b.WriteString(") waiting")
+		if t, err := time.Parse(time.RFC3339Nano, w.Since); err == nil {
+			b.WriteString(" since " + t.Local().Format("15:04:05"))
+		}
+	}
+	return b.String()
+}
+
+func (s *Status) describeLock() string {
 	if s.State == StateFree {
 		return "free"
 	}
@@ -36,7 +58,8 @@ func (s *Status) Describe() string {
 
 // JSON is the object `gpuexec status --json` prints: the record's fields as
 // read (unknown ones included), then state, path, heartbeatAgeSeconds,
-// alive and staleReason, which win over record fields of the same name.
+// alive, staleReason and queue (the live waiters in order), which win over
+// record fields of the same name.
 func (s *Status) JSON() map[string]any {
 	m := make(map[string]any, len(s.Fields)+6)
 	for k, v := range s.Fields {
@@ -45,6 +68,13 @@ func (s *Status) JSON() map[string]any {
 	m["state"] = string(s.State)
 	m["path"] = s.Path
 	m["alive"] = s.Alive
+	queue := make([]Waiter, 0, len(s.Queue))
+	for _, w := range s.Queue {
+		if w.Alive {
+			queue = append(queue, w)
+		}
+	}
+	m["queue"] = queue
 	if s.State == StateFree {
 		return m
 	}

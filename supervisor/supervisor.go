@@ -122,6 +122,8 @@ func resolve(name string) (string, int, error) {
 		return "", ExitCannotExec, fmt.Errorf("%s: is a folder, not a command", name)
 	case errors.Is(err, exec.ErrDot):
 		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
+	case foundNotExecutable(name):
+		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
 	default:
 		return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
 	}
@@ -261,6 +263,7 @@ func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) in
 	// output, which processes left in the group can hold open; bound it.
 	cmd.WaitDelay = outputDrainWait
 	configure(cmd)
+	inheritLive(cmd, held.LiveFile())
 
 	began := time.Now()
 	done, err := start(cmd)

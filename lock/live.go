@@ -1,0 +1,92 @@
+package lock
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+)
+
+// LiveSuffix names a holder's liveness file: "<lock>.live-<token>". The
+// holder takes an exclusive kernel lock (flock / LockFileEx) on it before it
+// creates the lock record and keeps it until after the record is removed;
+// its job inherits the open file, so the kernel lock stays held exactly as
+// long as any process of the job that inherited it lives. A waiter that can
+// take a shared lock on it knows, without trusting a pid, that the holder
+// and its job are gone. Records without a liveness file (the seed's Node
+// tool) are judged by pid and heartbeat.
+const LiveSuffix = ".live-"
+
+func livePath(lockPath, token string) string { return lockPath + LiveSuffix + token }
+
+// liveLock is a held liveness lock.
+type liveLock struct {
+	path string
+	f    *os.File
+}
+
+// takeLive creates and exclusively locks the liveness file for token.
+func takeLive(lockPath, token string) (*liveLock, error) {
+	p := livePath(lockPath, token)
+	f, err := createShared(p)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := tryLockFile(f)
+	if err == nil && !ok {
+		err = errors.New("liveness file locked by another process")
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, &fs.PathError{Op: "lock", Path: p, Err: err}
+	}
+	return &liveLock{path: p, f: f}, nil
+}
+
+// release removes the liveness file and drops the lock. Processes of the
+// job that still hold the inherited file keep the kernel lock until they
+// exit, but the file is gone from the folder.
+func (l *liveLock) release() {
+	if l == nil {
+		return
+	}
+	os.Remove(l.path)
+	unlockFile(l.f)
+	l.f.Close()
+}
+
+// probeLive reports whether the liveness lock of token is held (known=false
+// when there is no liveness file: a record of the seed's tool, or one whose
+// holder died before creating it).
+func probeLive(lockPath, token string) (held, known bool) {
+	f, err := openShared(livePath(lockPath, token))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false
+	}
+	if err != nil {
+		return true, true // cannot tell: keep the lock held
+	}
+	defer f.Close()
+	ok, err := tryLockShared(f)
+	if err != nil {
+		return true, true // cannot tell: keep the lock held
+	}
+	if ok {
+		unlockFile(f)
+	}
+	return !ok, true
+}
+
+// removeDeadLive removes token's liveness file if nobody holds its lock.
+func removeDeadLive(lockPath, token string) {
+	p := livePath(lockPath, token)
+	f, err := openShared(p)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if ok, err := tryLockFile(f); err == nil && ok {
+		os.Remove(p)
+		unlockFile(f)
+	}
+}

@@ -1,0 +1,379 @@
+//go:build windows
+
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/windows"
+
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// The test binary doubles as the jobs these tests run: started with
+// helperEnv set, TestHelperProcess plays that role and exits.
+const (
+	helperEnv  = "GPUEXEC_SUPERVISOR_HELPER" // the role; see helperRoles
+	helperCode = "GPUEXEC_SUPERVISOR_CODE"   // exit: the exit code
+	helperPIDs = "GPUEXEC_SUPERVISOR_PIDS"   // tree, leave, sleep: where pids go
+	helperLock = "GPUEXEC_SUPERVISOR_LOCK"   // supervise: the lock path
+)
+
+// long bounds every wait for a condition.
+const long = 20 * time.Second
+
+var helperRoles = map[string]func() int{
+	// exit: exit with $GPUEXEC_SUPERVISOR_CODE.
+	"exit": func() int {
+		code, err := strconv.ParseUint(os.Getenv(helperCode), 0, 32)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		windows.ExitProcess(uint32(code))
+		return 2
+	},
+	// sleep: write "PID\n" to $GPUEXEC_SUPERVISOR_PIDS, then sleep.
+	"sleep": func() int {
+		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d\n", os.Getpid())); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		time.Sleep(time.Hour)
+		return 0
+	},
+	// tree: start a grandchild that sleeps, write "PID GRANDCHILD\n" to
+	// $GPUEXEC_SUPERVISOR_PIDS, then wait for the grandchild.
+	"tree": func() int {
+		gc, err := startHelper("sleep", helperPIDs+"="+os.Getenv(helperPIDs)+".gc")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		waitPIDFile(os.Getenv(helperPIDs) + ".gc")
+		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d %d\n", os.Getpid(), gc.Process.Pid)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		gc.Wait()
+		return 0
+	},
+	// leave: start a grandchild that sleeps, write its pid to
+	// $GPUEXEC_SUPERVISOR_PIDS and exit 0, leaving it behind.
+	"leave": func() int {
+		gc, err := startHelper("sleep", helperPIDs+"="+os.Getenv(helperPIDs)+".gc")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		waitPIDFile(os.Getenv(helperPIDs) + ".gc")
+		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d\n", gc.Process.Pid)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return 0
+	},
+	// injob: exit 0 if this process runs in a Job Object; 3 otherwise.
+	"injob": func() int {
+		if inJob() {
+			return 0
+		}
+		return 3
+	},
+	// supervise: run Run on the tree role, under the lock at
+	// $GPUEXEC_SUPERVISOR_LOCK, as gpuexec would.
+	"supervise": func() int {
+		cfg := Config{
+			Lock:      lockOptions(os.Getenv(helperLock)),
+			Wait:      long,
+			Argv:      []string{os.Args[0], "-test.run=^TestHelperProcess$"},
+			Env:       append(os.Environ(), helperEnv+"=tree"),
+			KillAfter: time.Second,
+			Logger:    hclog.New(&hclog.LoggerOptions{Output: os.Stderr}),
+		}
+		return Run(context.Background(), cfg)
+	},
+}
+
+// inJob reports whether this process runs in a Job Object.
+func inJob() bool {
+	var in bool
+	err := windows.IsProcessInJob(windows.CurrentProcess(), 0, &in)
+	return err == nil && in
+}
+
+// TestHelperProcess is not a test: it is the body of the helper processes.
+func TestHelperProcess(t *testing.T) {
+	role := os.Getenv(helperEnv)
+	if role == "" {
+		t.Skip("not a test: the body of this package's helper processes")
+	}
+	fn, ok := helperRoles[role]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "unknown helper role", role)
+		os.Exit(2)
+	}
+	os.Exit(fn())
+}
+
+func startHelper(role string, env ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
+	return cmd, cmd.Start()
+}
+
+func writeAtomic(path, s string) error {
+	if err := os.WriteFile(path+".part", []byte(s), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".part", path)
+}
+
+// waitPIDFile waits for a helper's pid file, without a test to fail.
+func waitPIDFile(path string) {
+	for deadline := time.Now().Add(long); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after long.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(long)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", long, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readPIDs waits for the pid file at path and returns its pids.
+func readPIDs(t *testing.T, path string) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, "pids in "+path, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return false
+			}
+			pids = append(pids, n)
+		}
+		return len(pids) > 0
+	})
+	return pids
+}
+
+// processGone reports whether pid has ended.
+func processGone(pid int) bool {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
+	if err != nil {
+		return errors.Is(err, windows.ERROR_INVALID_PARAMETER)
+	}
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 0)
+	return err == nil && ev == windows.WAIT_OBJECT_0
+}
+
+// killOnCleanup ends pid at the end of the test if it still runs.
+func killOnCleanup(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		if p, err := os.FindProcess(pid); err == nil && !processGone(pid) {
+			p.Kill()
+		}
+	})
+}
+
+// lockOptions are fast options on the lock at path.
+func lockOptions(path string) lock.Options {
+	return lock.Options{Path: path, Owner: "test", Slug: "job", Poll: 5 * time.Millisecond}
+}
+
+// helperConfig is testConfig with the test binary as the job, in role.
+func helperConfig(t *testing.T, role string, env ...string) (Config, *bytes.Buffer) {
+	cfg, logs := testConfig(t, os.Args[0], "-test.run=^TestHelperProcess$")
+	cfg.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
+	return cfg, logs
+}
+
+// wineVersion is Wine's version when the tests run under Wine, else "".
+func wineVersion() string {
+	p := windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version")
+	if p.Find() != nil {
+		return ""
+	}
+	r, _, _ := p.Call()
+	return windows.BytePtrToString(*(**byte)(unsafe.Pointer(&r)))
+}
+
+func TestExitStatusesWindows(t *testing.T) {
+	tests := []struct {
+		name    string
+		code    uint32
+		timeout time.Duration
+		want    int
+	}{
+		{"success", 0, 0, 0},
+		{"child's own code", 3, 0, 3},
+		{"a code above 255 passes through", 70000, 0, 70000},
+		{"NTSTATUS passes through", 0xC0000005, 0, 0xC0000005},
+		{"ended by Ctrl+C or Ctrl+Break", statusControlCExit, 0, 130},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, logs := helperConfig(t, "exit", fmt.Sprintf("%s=%d", helperCode, tt.code))
+			if code := Run(context.Background(), cfg); code != tt.want {
+				t.Fatalf("Run = %d, want %d\n%s", code, tt.want, logs)
+			}
+			if _, err := os.Stat(cfg.Lock.Path); !os.IsNotExist(err) {
+				t.Fatalf("lock left after Run: %v", err)
+			}
+		})
+	}
+}
+
+// The child finds itself in a job when its code runs: it is created
+// suspended, assigned, then resumed.
+func TestChildRunsInsideItsJob(t *testing.T) {
+	if inJob() {
+		t.Skip("the test itself runs in a Job Object, which its children inherit: the child's own job cannot be told from it")
+	}
+	cfg, logs := helperConfig(t, "injob")
+	if code := Run(context.Background(), cfg); code != 0 {
+		t.Fatalf("Run = %d, want 0 (the child found itself in no job)\n%s", code, logs)
+	}
+}
+
+// --timeout stops the child and everything it started, through the job
+// (after a CTRL_BREAK_EVENT, which the grandchild does not get where the
+// console cannot deliver it), with 124.
+func TestTimeoutKillsTheTree(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	cfg, logs := helperConfig(t, "tree", helperPIDs+"="+pidFile)
+	cfg.Timeout = time.Second
+	cfg.KillAfter = 200 * time.Millisecond
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), cfg) }()
+	pids := readPIDs(t, pidFile)
+	for _, pid := range pids {
+		killOnCleanup(t, pid)
+	}
+	if code := <-done; code != ExitTimeout {
+		t.Fatalf("Run = %d, want %d\n%s", code, ExitTimeout, logs)
+	}
+	for _, pid := range pids {
+		waitFor(t, fmt.Sprintf("pid %d of the job's tree to be gone", pid), func() bool { return processGone(pid) })
+	}
+	if _, err := os.Stat(cfg.Lock.Path); !os.IsNotExist(err) {
+		t.Fatalf("lock left after Run: %v", err)
+	}
+}
+
+// A process the child leaves behind in the job is stopped before Run
+// returns.
+func TestLeftoversStoppedThroughTheJob(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	cfg, logs := helperConfig(t, "leave", helperPIDs+"="+pidFile)
+	cfg.KillAfter = 200 * time.Millisecond
+	if code := Run(context.Background(), cfg); code != 0 {
+		t.Fatalf("Run = %d\n%s", code, logs)
+	}
+	pids := readPIDs(t, pidFile)
+	killOnCleanup(t, pids[0])
+	if !processGone(pids[0]) {
+		t.Fatalf("leftover %d still runs after Run returned\n%s", pids[0], logs)
+	}
+	if !strings.Contains(logs.String(), "left processes in its group") {
+		t.Fatalf("leftovers not logged:\n%s", logs)
+	}
+}
+
+// When the supervising process dies without a word (TerminateProcess, as
+// taskkill /F does), the job's handle is closed and Windows kills the whole
+// tree (KILL_ON_JOB_CLOSE).
+func TestKillOnJobClose(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	sup, err := startHelper("supervise", helperPIDs+"="+pidFile, helperLock+"="+filepath.Join(dir, "gpu.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killOnCleanup(t, sup.Process.Pid)
+	pids := readPIDs(t, pidFile)
+	for _, pid := range pids {
+		killOnCleanup(t, pid)
+	}
+	if err := sup.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	sup.Wait()
+	for _, pid := range pids {
+		waitFor(t, fmt.Sprintf("pid %d of the job's tree to die with its supervisor", pid), func() bool { return processGone(pid) })
+	}
+}
+
+// A forwarded signal becomes CTRL_BREAK_EVENT to the child's process
+// group; a child that does not handle it ends with STATUS_CONTROL_C_EXIT,
+// reported as 130.
+func TestSignalBecomesCtrlBreak(t *testing.T) {
+	requireCtrlBreak(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	cfg, logs := helperConfig(t, "sleep", helperPIDs+"="+pidFile)
+	cfg.KillAfter = 10 * time.Second
+	sigs := make(chan os.Signal, 1)
+	cfg.Signals = sigs
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), cfg) }()
+	killOnCleanup(t, readPIDs(t, pidFile)[0])
+	sigs <- syscall.SIGTERM
+	if code := <-done; code != 130 {
+		t.Fatalf("Run = %d, want 130\n%s", code, logs)
+	}
+}
+
+// requireCtrlBreak skips the test where this console cannot deliver
+// CTRL_BREAK_EVENT to a process group, naming the Wine limitation; outside
+// Wine it must work.
+func requireCtrlBreak(t *testing.T) {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "probe")
+	probe := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	probe.Env = append(os.Environ(), helperEnv+"=sleep", helperPIDs+"="+pidFile)
+	probe.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
+	if err := probe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Wait()
+	defer probe.Process.Kill()
+	readPIDs(t, pidFile)
+	err := windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(probe.Process.Pid))
+	if err == nil {
+		return
+	}
+	if v := wineVersion(); v != "" {
+		t.Skipf("Wine %s cannot deliver CTRL_BREAK_EVENT (GenerateConsoleCtrlEvent: %v): wineserver implements only CTRL_C_EVENT (which a new process group ignores), and processes wine starts outside a terminal have no console", v, err)
+	}
+	t.Fatalf("GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, %d): %v", probe.Process.Pid, err)
+}
