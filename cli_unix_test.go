@@ -79,28 +79,50 @@ func appendLine(path, line string) error {
 // processGone reports whether pid has ended: it no longer exists, or it is a
 // zombie (dead, waiting for whoever inherited it to reap it).
 //
-// This test process may have inherited it: package main links package
-// supervisor, whose init makes the process a child subreaper on Linux, so
-// the orphans of a gpuexec killed by a test are re-parented here rather
-// than to init. A zombie here would keep its process group (a job's group
-// that a lock names) alive, so processGone reaps it. Never call it with
-// the pid of a process started with exec.Cmd: that one is Wait's to reap.
+// On Linux this test process may be that one: package main links package
+// supervisor, whose init makes the process a child subreaper, so the orphans
+// of a gpuexec killed by a test are re-parented here rather than to init. A
+// zombie left here would keep its process group (the job's group that a
+// lock names) alive, so processGone reaps a zombie whose parent is this
+// process. The pids passed are never those of processes started here with
+// exec.Cmd (those are Wait's to reap).
 func processGone(pid int) bool {
-	var ws syscall.WaitStatus
-	syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
 	}
 	if runtime.GOOS != "linux" {
 		return false
 	}
+	state, ppid, ok := procStat(pid)
+	if !ok {
+		return true
+	}
+	if state == 'Z' && ppid == os.Getpid() {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+	return state == 'Z'
+}
+
+// procStat reads a process's state and parent from /proc (Linux);
+// ok=false when it is gone.
+func procStat(pid int) (state byte, ppid int, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
+		return 0, 0, false
 	}
-	// "pid (comm) S ...": the state follows the last ')'.
+	// "pid (comm) S ppid ...": comm may hold anything, the rest follows
+	// the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err == nil
 }
 
 // killOnCleanup SIGKILLs pid at the end of the test if it still runs, so
