@@ -127,7 +127,8 @@ func hostName() string {
 //     WriteGrace old (its writer may not have written it yet), stale after;
 //   - a heartbeat older than staleAfter is stale, whatever else is true;
 //   - a record from another host is held: its pid cannot be checked here;
-//   - a holder whose liveness lock (see LiveSuffix) is held is alive;
+//   - a holder whose liveness lock (see LiveSuffix) is held is alive, one
+//     whose liveness lock is free is gone (its pid is not consulted);
 //   - a pid that is gone, or that now names a process started at another
 //     time than the record says (a recycled pid), is stale, unless the
 //     record's job process group still has a live process;
@@ -157,7 +158,8 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		setHeld("held from host %s: only its heartbeat can be checked", info.Host)
 		return
 	}
-	if held, known := p.liveHeld(info.Token); known && held {
+	held, known := p.liveHeld(info.Token)
+	if known && held {
 		// The kernel says the holder or a process of its job runs:
 		// nothing a pid could say overrules that.
 		setHeld("")
@@ -165,6 +167,11 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	}
 	gone := ""
 	switch {
+	case known:
+		// The holder keeps its liveness lock from before it creates the
+		// record until after it removes it: free means it is gone,
+		// whatever process its pid may name by now.
+		gone = fmt.Sprintf("pid %d is gone (its liveness lock is free)", info.PID)
 	case !p.alive(info.PID):
 		gone = fmt.Sprintf("pid %d is gone", info.PID)
 	case info.PIDStart != 0:
