@@ -177,7 +177,19 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
 		return nil, err
 	}
-	// Watch before the first look, so that no release goes unnoticed.
+	// The common case, a free lock and nobody queued, needs no ticket and
+	// no watch.
+	h, _, _, err := attempt(ctx, o, nil)
+	if h != nil || err != nil {
+		if err != nil && ctx.Err() != nil {
+			return nil, &WaitError{Waited: time.Since(start), Err: ctx.Err()}
+		}
+		if h != nil {
+			o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug, "waited", "0s")
+		}
+		return h, err
+	}
+	// Watch before the next look, so that no release goes unnoticed.
 	wk, werr := newWaker(o.Path)
 	if werr != nil {
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)

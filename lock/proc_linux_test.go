@@ -3,11 +3,14 @@
 package lock
 
 import (
+	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shirou/gopsutil/v3/process"
 )
 
 // A process group whose only member is an unreaped zombie holds no GPU and
@@ -44,5 +47,24 @@ func TestGroupAliveIgnoresZombies(t *testing.T) {
 	cmd.Wait()
 	if groupAlive(pgid) || groupSignalable(pgid) {
 		t.Fatal("reaped group still alive")
+	}
+}
+
+// processStart agrees with gopsutil's reading of the same process, which
+// darwin and Windows builds use.
+func TestProcessStartMatchesGopsutil(t *testing.T) {
+	ms, ok := processStart(os.Getpid())
+	if !ok {
+		t.Fatal("cannot read our own start time")
+	}
+	want, err := (&process.Process{Pid: int32(os.Getpid())}).CreateTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ms - want; d < -1000 || d > 1000 {
+		t.Fatalf("start time %d, gopsutil says %d", ms, want)
+	}
+	if _, ok := processStart(deadPID(t)); ok {
+		t.Fatal("start time of a dead process")
 	}
 }

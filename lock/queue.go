@@ -157,6 +157,9 @@ func (t *ticket) exists() bool {
 
 // touch marks the ticket as belonging to a waiter that is still running.
 func (t *ticket) touch() {
+	if t == nil {
+		return
+	}
 	now := time.Now()
 	os.Chtimes(t.path, now, now)
 }
