@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sync"
 	"time"
@@ -45,33 +44,13 @@ func DefaultPath() string {
 	return filepath.Join(tempDir(), "gpuexec", "gpu.lock")
 }
 
-// DefaultOwner is the login user name, or "unknown".
+// DefaultOwner is the login user name (see loginName for where it comes
+// from on each OS), or "unknown".
 func DefaultOwner() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name := u.Username
-		// Windows names are DOMAIN\user.
-		if i := lastIndexAny(name, `\/`); i >= 0 {
-			name = name[i+1:]
-		}
+	if name := loginName(); name != "" {
 		return name
 	}
-	for _, v := range []string{"USER", "USERNAME", "LOGNAME"} {
-		if s := os.Getenv(v); s != "" {
-			return s
-		}
-	}
 	return "unknown"
-}
-
-func lastIndexAny(s, chars string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		for j := 0; j < len(chars); j++ {
-			if s[i] == chars[j] {
-				return i
-			}
-		}
-	}
-	return -1
 }
 
 // Options says which lock to take and how to behave while waiting and
