@@ -342,7 +342,35 @@ func attempt(ctx context.Context, o Options, tk **ticket) (*Held, *Status, int, 
 		return nil, nil, 0, err
 	}
 	defer g.release()
+	before, pos, err := queuePlace(g, o, tk)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var st *Status
+	for range maxAttempts {
+		if st, err = settle(o); err != nil {
+			return nil, nil, 0, err
+		}
+		if st.State != StateFree || before > 0 {
+			return nil, st, pos, nil
+		}
+		h, err := create(o)
+		if errors.Is(err, os.ErrExist) {
+			continue // someone outside the queue (the seed's tool) was faster
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		leaveQueue(tk)
+		return h, nil, 0, nil
+	}
+	return nil, st, pos, nil
+}
 
+// queuePlace makes sure the caller has a ticket (see attempt for tk) and
+// returns how many live waiters are ahead of it and its position (0 when
+// not queued). Call with the guard held.
+func queuePlace(g *guard, o Options, tk **ticket) (before, pos int, err error) {
 	var seq uint64
 	if tk != nil {
 		if *tk != nil && !(*tk).exists() {
@@ -352,45 +380,44 @@ func attempt(ctx context.Context, o Options, tk **ticket) (*Held, *Status, int, 
 		}
 		if *tk == nil {
 			if *tk, err = takeTicket(g, o); err != nil {
-				return nil, nil, 0, err
+				return 0, 0, err
 			}
 		}
 		seq = (*tk).seq
 	}
-	before, err := ahead(o.Path, seq, o.Stale)
-	if err != nil {
-		return nil, nil, 0, err
+	if before, err = ahead(o.Path, seq, o.Stale); err != nil {
+		return 0, 0, err
 	}
-	pos := 0
 	if tk != nil {
 		pos = before + 1
 	}
+	return before, pos, nil
+}
 
+// leaveQueue drops the caller's ticket once it holds the lock.
+func leaveQueue(tk **ticket) {
+	if tk != nil {
+		(*tk).drop()
+		*tk = nil
+	}
+}
+
+// settle reads the lock at o.Path and clears it if it is stale (logging
+// why), returning it free or held. A lock that keeps changing under it is
+// returned as last judged. Call with the guard held.
+func settle(o Options) (*Status, error) {
 	var st *Status
 	for range maxAttempts {
+		var err error
 		if st, err = readStatus(o.Path); err != nil {
-			return nil, nil, 0, err
+			return nil, err
 		}
 		if st.State == StateFree {
-			if before > 0 {
-				return nil, st, pos, nil
-			}
-			h, err := create(o)
-			if errors.Is(err, os.ErrExist) {
-				continue // someone outside the queue (the seed's tool) was faster
-			}
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			if tk != nil {
-				(*tk).drop()
-				*tk = nil
-			}
-			return h, nil, 0, nil
+			return st, nil
 		}
 		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
 		if st.State == StateHeld {
-			return nil, st, pos, nil
+			return st, nil
 		}
 		err = removeIfSame(o.Path, st)
 		if errors.Is(err, errChanged) {
@@ -398,14 +425,14 @@ func attempt(ctx context.Context, o Options, tk **ticket) (*Held, *Status, int, 
 			continue
 		}
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, err
 		}
 		if st.Info != nil {
 			removeDeadLive(o.Path, st.Info.Token)
 		}
 		o.Logger.Warn("cleared stale GPU lock", "path", o.Path, "holder", st.Holder(), "reason", st.Reason)
 	}
-	return nil, st, pos, nil
+	return st, nil
 }
 
 // create takes the liveness lock, then creates the record. Call with the
