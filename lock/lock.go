@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,24 +153,45 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 	if err != nil {
 		return nil, err
 	}
+	var h *Held
+	err = queueFor(ctx, o, []string{o.Path}, func(ctx context.Context, tk **ticket) (bool, []*Status, int, error) {
+		got, st, pos, err := attempt(ctx, o, tk)
+		h = got
+		return got != nil, []*Status{st}, pos, err
+	})
+	return h, err
+}
+
+// tryFunc makes one try for what the caller queues for (see attempt for
+// tk), reporting whether it got it, the locks as seen and its position.
+type tryFunc func(ctx context.Context, tk **ticket) (got bool, seen []*Status, pos int, err error)
+
+// queueFor is the waiting loop shared by Acquire and AcquireDevices: one try
+// without a ticket (the common case, a free lock and nobody queued, needs
+// no ticket and no watch), then a ticket and tries whenever something may
+// have changed, until try gets it, ctx ends, or an error. locks are the lock
+// files whose removal wakes the waiter.
+func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error {
 	start := time.Now()
 	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
-		return nil, err
+		return err
 	}
-	// The common case, a free lock and nobody queued, needs no ticket and
-	// no watch.
-	h, _, _, err := attempt(ctx, o, nil)
-	if h != nil || err != nil {
-		if err != nil && ctx.Err() != nil {
-			return nil, &WaitError{Waited: time.Since(start), Err: ctx.Err()}
-		}
-		if h != nil {
-			o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug, "waited", "0s")
-		}
-		return h, err
+	acquired := func() {
+		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
+			"waited", fmtAge(time.Since(start)))
+	}
+	got, seen, _, err := try(ctx, nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return &WaitError{Waited: time.Since(start), Err: ctx.Err()}
+	case err != nil:
+		return err
+	case got:
+		acquired()
+		return nil
 	}
 	// Watch before the next look, so that no release goes unnoticed.
-	wk, werr := newWaker(o.Path)
+	wk, werr := newWaker(o.Path, locks)
 	if werr != nil {
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
 	}
@@ -177,38 +199,47 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 
 	var tk *ticket
 	defer func() { tk.drop() }()
-	var (
-		nextReport time.Time
-		lastPos    int
-	)
+	var nextReport time.Time
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
 	probe := time.NewTicker(LivenessProbe)
 	defer probe.Stop()
 	for {
-		h, st, pos, err := attempt(ctx, o, &tk)
+		var pos int
+		got, seen, pos, err = try(ctx, &tk)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+				return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
 			}
-			return nil, err
+			return err
 		}
-		if h != nil {
-			o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
-				"waited", fmtAge(time.Since(start)))
-			return h, nil
+		if got {
+			acquired()
+			return nil
 		}
-		lastPos = pos
 		if now := time.Now(); !now.Before(nextReport) {
-			o.Logger.Info(waitingLine(st, pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			o.Logger.Info(waitingLine(seen, pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, st, lastPos, wk, poll, probe) {
-			return nil, &WaitError{Holder: st, Waited: time.Since(start), Err: ctx.Err()}
+		if !waitForChange(ctx, seen, pos, wk, poll, probe) {
+			return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
 		}
 		tk.touch()
 	}
+}
+
+// firstHeld is the first lock in seen that is not free, for messages.
+func firstHeld(seen []*Status) *Status {
+	for _, st := range seen {
+		if st != nil && st.State != StateFree {
+			return st
+		}
+	}
+	if len(seen) > 0 {
+		return seen[0]
+	}
+	return nil
 }
 
 // LivenessProbe is how often a waiter checks whether the holder's job is
@@ -221,9 +252,9 @@ const LivenessProbe = 100 * time.Millisecond
 const headStart = 2 * time.Millisecond
 
 // waitForChange blocks until something may have changed for this waiter:
-// a wake-up from the folder, the holder found gone by the liveness probe,
+// a wake-up from the folder, a holder found gone by the liveness probe,
 // the poll timer. It returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, st *Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+func waitForChange(ctx context.Context, seen []*Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -242,8 +273,10 @@ func waitForChange(ctx context.Context, o Options, st *Status, pos int, wk *wake
 		case <-poll.C:
 			return true
 		case <-probe.C:
-			if holderGone(o.Path, st) {
-				return true
+			for _, st := range seen {
+				if holderGone(st) {
+					return true
+				}
 			}
 		}
 	}
@@ -251,35 +284,58 @@ func waitForChange(ctx context.Context, o Options, st *Status, pos int, wk *wake
 
 // holderGone is the liveness probe: whether the holder seen in st has
 // visibly ended (its liveness lock is free, or its pid is gone).
-func holderGone(lockPath string, st *Status) bool {
+func holderGone(st *Status) bool {
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
 	}
-	if held, known := probeLive(lockPath, st.Info.Token); known {
+	if held, known := probeLive(st.Path, st.Info.Token); known {
 		return !held
 	}
 	return !processAlive(st.Info.PID)
 }
 
 // waitingLine is the line a waiter logs:
-// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)".
-func waitingLine(st *Status, pos int) string {
+// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)";
+// for several devices, each device's holder.
+func waitingLine(seen []*Status, pos int) string {
 	var s string
-	if st == nil || st.State == StateFree {
-		s = "waiting for GPU lock: free, but earlier arrivals go first"
-	} else {
-		s = "waiting for GPU lock: held by " + st.Holder()
-		if st.Info != nil {
-			if t := st.Info.Acquired(); !t.IsZero() {
-				s += " since " + t.Local().Format("15:04")
+	switch {
+	case len(seen) == 1 && seen[0] != nil && seen[0].State != StateFree:
+		s = "waiting for GPU lock: held by " + heldBy(seen[0])
+	case len(seen) > 1:
+		parts := make([]string, 0, len(seen))
+		for _, st := range seen {
+			if st == nil {
+				continue
+			}
+			name := filepath.Base(st.Path)
+			if st.State == StateFree {
+				parts = append(parts, name+" free")
+			} else {
+				parts = append(parts, name+" held by "+heldBy(st))
 			}
 		}
-		if st.Reason != "" {
-			s += " (" + st.Reason + ")"
-		}
+		s = "waiting for GPU locks: " + strings.Join(parts, ", ")
+	default:
+		s = "waiting for GPU lock: free, but earlier arrivals go first"
 	}
 	if pos > 0 {
 		s += fmt.Sprintf(" (position %d in queue)", pos)
+	}
+	return s
+}
+
+// heldBy is "channels/ep12 (pid 4242) since 20:18", with the reason when
+// the lock is odd.
+func heldBy(st *Status) string {
+	s := st.Holder()
+	if st.Info != nil {
+		if t := st.Info.Acquired(); !t.IsZero() {
+			s += " since " + t.Local().Format("15:04")
+		}
+	}
+	if st.Reason != "" {
+		s += " (" + st.Reason + ")"
 	}
 	return s
 }

@@ -13,7 +13,7 @@ import (
 // some network filesystems) it is nil and the waiter polls.
 type waker struct {
 	w       *fsnotify.Watcher
-	lock    string
+	locks   map[string]bool
 	tickets string
 	c       chan wake
 	done    chan struct{}
@@ -27,7 +27,9 @@ const (
 	wakeTicket                 // a ticket went away
 )
 
-func newWaker(lockPath string) (*waker, error) {
+// newWaker watches the folder of lockPath (the queue's anchor) for the
+// removal of any of locks or of a ticket.
+func newWaker(lockPath string, locks []string) (*waker, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
@@ -36,9 +38,13 @@ func newWaker(lockPath string) (*waker, error) {
 		w.Close()
 		return nil, err
 	}
+	set := make(map[string]bool, len(locks))
+	for _, l := range locks {
+		set[l] = true
+	}
 	k := &waker{
 		w:       w,
-		lock:    lockPath,
+		locks:   set,
 		tickets: lockPath + TicketSuffix,
 		c:       make(chan wake, 1),
 		done:    make(chan struct{}),
@@ -60,7 +66,7 @@ func (k *waker) run() {
 			}
 			var what wake
 			switch {
-			case ev.Name == k.lock:
+			case k.locks[ev.Name]:
 				what = wakeLock
 			case strings.HasPrefix(ev.Name, k.tickets):
 				what = wakeTicket
