@@ -755,16 +755,9 @@ const releaseGuardWait = 5 * time.Second
 // this lock's pid and token; a lock that is no longer ours is left alone.
 // It is safe to call more than once; later calls do nothing.
 func (h *Held) Release() error {
-	h.mu.Lock()
-	if h.released {
-		h.mu.Unlock()
+	if !h.stopHeartbeat() {
 		return nil
 	}
-	h.released = true
-	h.mu.Unlock()
-	close(h.stop)
-	<-h.done
-
 	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
 	defer cancel()
 	g, gerr := takeGuard(ctx, h.o.Path)
@@ -772,6 +765,27 @@ func (h *Held) Release() error {
 		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
 	}
 	defer g.release()
+	return h.removeGuarded()
+}
+
+// stopHeartbeat marks the lock released and stops its heartbeat; false if
+// it already was.
+func (h *Held) stopHeartbeat() bool {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return false
+	}
+	h.released = true
+	h.mu.Unlock()
+	close(h.stop)
+	<-h.done
+	return true
+}
+
+// removeGuarded removes the record if it is still ours, then the liveness
+// lock. Call with the guard held (or not to be had).
+func (h *Held) removeGuarded() error {
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
 	st, err := h.ours()
