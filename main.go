@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -96,6 +98,60 @@ func staleFlag() cli.Flag {
 		Usage: "a lock whose heartbeat (mtime) is older than this is stale"}
 }
 
+func gpusFlag() cli.Flag {
+	return &cli.StringFlag{Name: "gpus", EnvVars: env("GPUS"),
+		Usage: "several GPUs, one lock each beside --lock (gpu0.lock, ...): `LIST` of device names (0,1,2,3) or all; the job takes the first free"}
+}
+
+func gpuCountFlag() cli.Flag {
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means"}
+}
+
+// devices turns --gpus (and --gpu-count) into one lock per device beside
+// the lock path; nil without --gpus.
+func devices(c *cli.Context, path string) ([]lock.Device, error) {
+	list := c.String("gpus")
+	if list == "" {
+		return nil, nil
+	}
+	var names []string
+	if list == "all" {
+		n := c.Int("gpu-count")
+		if n <= 0 {
+			return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
+		}
+		for i := range n {
+			names = append(names, strconv.Itoa(i))
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, n := range strings.Split(list, ",") {
+			n = strings.TrimSpace(n)
+			if !validDeviceName(n) {
+				return nil, failed("--gpus: %q is not a device name (letters, digits, '-', '_' and '.')", n)
+			}
+			if seen[n] {
+				return nil, failed("--gpus: device %s listed twice", n)
+			}
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return lock.DevicesBeside(path, names), nil
+}
+
+func validDeviceName(n string) bool {
+	if n == "" || n == "." || n == ".." {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 func runFlags() []cli.Flag {
 	return []cli.Flag{
 		lockFlag(),
@@ -109,6 +165,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none"},
 		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "after SIGTERM, SIGKILL the command's group this much later"},
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
+		gpusFlag(), gpuCountFlag(),
+		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
 		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
@@ -152,7 +210,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Name:  "status",
 				Usage: "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Flags: []cli.Flag{
-					lockFlag(), staleFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				},
 				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
@@ -238,6 +296,13 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	devs, err := devices(c, path)
+	if err != nil {
+		return err
+	}
+	if need := c.Int("need"); need < 1 || (devs != nil && need > len(devs)) || (devs == nil && need != 1) {
+		return failed("--need must be between 1 and the number of --gpus, got %d", need)
+	}
 	logger, closeLog, err := newLogger(c, stderr)
 	if err != nil {
 		return err
@@ -265,6 +330,8 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 			Stale:     c.Duration("stale"),
 			Logger:    logger.Named("lock"),
 		},
+		Devices:        devs,
+		Need:           c.Int("need"),
 		Wait:           c.Duration("wait"),
 		Argv:           argv,
 		Timeout:        c.Duration("timeout"),
@@ -336,19 +403,60 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	devs, err := devices(c, path)
+	if err != nil {
+		return err
+	}
+	if devs != nil {
+		return devicesStatus(c, stdout, path, devs)
+	}
 	st, err := lock.Inspect(path, c.Duration("stale"))
 	if err != nil {
 		return failed("%v", err)
 	}
 	if c.Bool("json") {
-		b, err := json.Marshal(st.JSON())
-		if err != nil {
-			return failed("%v", err)
-		}
-		fmt.Fprintln(stdout, string(b))
-		return nil
+		return printJSON(stdout, st.JSON())
 	}
 	fmt.Fprintln(stdout, st.Describe())
+	return nil
+}
+
+// devicesStatus prints every device (holder or free) and the shared queue.
+func devicesStatus(c *cli.Context, stdout io.Writer, path string, devs []lock.Device) error {
+	sts, err := lock.InspectDevices(path, devs, c.Duration("stale"))
+	if err != nil {
+		return failed("%v", err)
+	}
+	if c.Bool("json") {
+		list := make([]map[string]any, len(sts))
+		for i, st := range sts {
+			m := st.JSON()
+			delete(m, "queue")
+			m["gpu"] = devs[i].Name
+			list[i] = m
+		}
+		queue := lock.Status{Queue: sts[0].Queue}
+		return printJSON(stdout, map[string]any{"path": path, "devices": list, "queue": queue.JSON()["queue"]})
+	}
+	for i, st := range sts {
+		line := st.Describe()
+		if j := strings.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j] // the queue is printed once, below
+		}
+		fmt.Fprintf(stdout, "GPU %s: %s\n", devs[i].Name, line)
+	}
+	if q := (&lock.Status{State: lock.StateFree, Queue: sts[0].Queue}).Describe(); q != "free" {
+		fmt.Fprintln(stdout, "queue:"+strings.TrimPrefix(q, "free"))
+	}
+	return nil
+}
+
+func printJSON(stdout io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return failed("%v", err)
+	}
+	fmt.Fprintln(stdout, string(b))
 	return nil
 }
 

@@ -49,28 +49,39 @@ type DeviceSet struct {
 // ErrBadDevices is wrapped by errors about the devices asked for.
 var ErrBadDevices = errors.New("lock: invalid devices")
 
-func checkDevices(o Options, devices []Device, need int) error {
+// checkDevices validates the devices and returns a copy with absolute
+// paths.
+func checkDevices(o Options, devices []Device, need int) ([]Device, error) {
 	if len(devices) == 0 {
-		return fmt.Errorf("%w: no devices", ErrBadDevices)
+		return nil, fmt.Errorf("%w: no devices", ErrBadDevices)
 	}
 	if need < 1 || need > len(devices) {
-		return fmt.Errorf("%w: need %d of %d devices", ErrBadDevices, need, len(devices))
+		return nil, fmt.Errorf("%w: need %d of %d devices", ErrBadDevices, need, len(devices))
 	}
+	devices = append([]Device(nil), devices...)
 	seen := map[string]bool{}
-	for _, d := range devices {
+	for i := range devices {
+		d := &devices[i]
+		if d.Path != "" {
+			abs, err := filepath.Abs(d.Path)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrBadDevices, err)
+			}
+			d.Path = abs
+		}
 		switch {
 		case d.Name == "" || d.Path == "":
-			return fmt.Errorf("%w: a device without a name or lock path", ErrBadDevices)
+			return nil, fmt.Errorf("%w: a device without a name or lock path", ErrBadDevices)
 		case seen[d.Name] || seen[d.Path]:
-			return fmt.Errorf("%w: device %s named twice", ErrBadDevices, d.Name)
+			return nil, fmt.Errorf("%w: device %s named twice", ErrBadDevices, d.Name)
 		case filepath.Dir(d.Path) != filepath.Dir(o.Path):
-			return fmt.Errorf("%w: device %s's lock %s is not beside %s", ErrBadDevices, d.Name, d.Path, o.Path)
+			return nil, fmt.Errorf("%w: device %s's lock %s is not beside %s", ErrBadDevices, d.Name, d.Path, o.Path)
 		case d.Path == o.Path:
-			return fmt.Errorf("%w: device %s's lock is the queue's own lock path", ErrBadDevices, d.Name)
+			return nil, fmt.Errorf("%w: device %s's lock is the queue's own lock path", ErrBadDevices, d.Name)
 		}
 		seen[d.Name], seen[d.Path] = true, true
 	}
-	return nil
+	return devices, nil
 }
 
 // AcquireDevices queues for need of the devices and holds the first ones
@@ -88,13 +99,7 @@ func AcquireDevices(ctx context.Context, o Options, devices []Device, need int) 
 	if err != nil {
 		return nil, err
 	}
-	devices = append([]Device(nil), devices...)
-	for i := range devices {
-		if devices[i].Path, err = filepath.Abs(devices[i].Path); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadDevices, err)
-		}
-	}
-	if err := checkDevices(o, devices, need); err != nil {
+	if devices, err = checkDevices(o, devices, need); err != nil {
 		return nil, err
 	}
 	locks := make([]string, len(devices))
@@ -289,4 +294,24 @@ func InspectDevices(base string, devices []Device, stale time.Duration) ([]*Stat
 		st.Queue = queue
 	}
 	return out, nil
+}
+
+// TryAcquireDevices takes need of the devices if that many are free (or
+// stale) and nobody is queued for them, without waiting. Contention is not
+// an error: it returns (nil, false, nil).
+func TryAcquireDevices(o Options, devices []Device, need int) (*DeviceSet, bool, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, false, err
+	}
+	if devices, err = checkDevices(o, devices, need); err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	set, _, _, err := attemptDevices(ctx, o, devices, need, nil)
+	return set, set != nil, err
 }

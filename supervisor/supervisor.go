@@ -48,8 +48,16 @@ const (
 
 // Config is one job.
 type Config struct {
-	// Lock says which lock to hold and how to wait for it.
+	// Lock says which lock to hold and how to wait for it. With Devices,
+	// Lock.Path is where the devices' shared queue is kept.
 	Lock lock.Options
+	// Devices, when set, are the GPUs to choose from, each with a lock of
+	// its own; the job takes the first Need free ones (in arrival order
+	// among waiters) and its child gets CUDA_VISIBLE_DEVICES and
+	// GPUEXEC_GPU naming them.
+	Devices []lock.Device
+	// Need is how many devices the job takes at once (default 1).
+	Need int
 	// Wait is the longest time to queue for the lock; 0 tries once.
 	Wait time.Duration
 	// Argv is the command and its arguments.
@@ -73,6 +81,13 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil logs nothing.
 	Logger hclog.Logger
+}
+
+func (cfg Config) need() int {
+	if cfg.Need == 0 {
+		return 1
+	}
+	return cfg.Need
 }
 
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
@@ -130,20 +145,16 @@ func resolve(name string) (string, int, error) {
 }
 
 // acquire queues for the lock, returning it, or nil and the exit status.
-func acquire(ctx context.Context, cfg Config) (*lock.Held, int) {
+func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
 	if cfg.Wait == 0 {
-		held, ok, err := lock.TryAcquire(cfg.Lock)
+		held, ok, err := tryTake(cfg)
 		switch {
 		case err != nil:
 			log.Error("cannot use the GPU lock", "error", err)
 			return nil, ExitFailed
 		case !ok:
-			holder := "another job"
-			if st, err := lock.Inspect(cfg.Lock.Path, cfg.Lock.Stale); err == nil && st.State != lock.StateFree {
-				holder = st.Holder()
-			}
-			log.Warn("GPU lock is held by "+holder+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			log.Warn("GPU lock is held by "+holders(cfg)+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
 			return nil, ExitDeferred
 		}
 		return held, 0
@@ -152,12 +163,12 @@ func acquire(ctx context.Context, cfg Config) (*lock.Held, int) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	defer cancel()
 	type result struct {
-		held *lock.Held
+		held holding
 		err  error
 	}
 	got := make(chan result, 1)
 	go func() {
-		h, err := lock.Acquire(wctx, cfg.Lock)
+		h, err := take(wctx, cfg)
 		got <- result{h, err}
 	}()
 	var r result
@@ -178,7 +189,7 @@ func acquire(ctx context.Context, cfg Config) (*lock.Held, int) {
 		return r.held, 0
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
 		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
-			werr.Waited.Round(time.Second), werr.Holder.Holder()), "path", cfg.Lock.Path)
+			werr.Waited.Round(time.Second), holders(cfg)), "path", cfg.Lock.Path)
 		return nil, ExitDeferred
 	case ctx.Err() != nil:
 		log.Warn("stopped while waiting for the GPU lock", "error", ctx.Err())
@@ -189,27 +200,32 @@ func acquire(ctx context.Context, cfg Config) (*lock.Held, int) {
 	}
 }
 
-func releaseLogged(h *lock.Held, log hclog.Logger) {
+func releaseLogged(h holding, log hclog.Logger) {
 	if err := h.Release(); err != nil {
 		log.Error("could not release the GPU lock", "error", err)
 	}
 }
 
 // childEnv is the child's environment: cfg.Env (or gpuexec's) with the
-// lock's variables set.
-func childEnv(cfg Config, held *lock.Held) []string {
+// lock's variables set (replacing any inherited ones).
+func childEnv(cfg Config, held holding) []string {
 	base := cfg.Env
 	if base == nil {
 		base = os.Environ()
 	}
-	env := make([]string, 0, len(base)+2)
+	set := append([]string{EnvLockHeld + "=1"}, held.env()...)
+	env := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
-		if strings.HasPrefix(kv, EnvLockHeld+"=") || strings.HasPrefix(kv, EnvLockPath+"=") {
-			continue
+		replaced := false
+		for _, s := range set {
+			k, _, _ := strings.Cut(s, "=")
+			replaced = replaced || strings.HasPrefix(kv, k+"=")
 		}
-		env = append(env, kv)
+		if !replaced {
+			env = append(env, kv)
+		}
 	}
-	return append(env, EnvLockHeld+"=1", EnvLockPath+"="+held.Path())
+	return append(env, set...)
 }
 
 // waited is how the child ended.
@@ -244,7 +260,7 @@ func start(cmd *exec.Cmd) (<-chan waited, error) {
 
 // supervise starts the child and watches it until it and its group are
 // gone, returning the exit status.
-func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) int {
+func supervise(ctx context.Context, cfg Config, path string, held holding) int {
 	log := cfg.Logger
 	cmd := exec.Command(path, cfg.Argv[1:]...)
 	cmd.Args[0] = cfg.Argv[0]
@@ -263,7 +279,7 @@ func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) in
 	// output, which processes left in the group can hold open; bound it.
 	cmd.WaitDelay = outputDrainWait
 	configure(cmd)
-	inheritLive(cmd, held.LiveFile())
+	inheritLive(cmd, held.liveFiles())
 
 	began := time.Now()
 	done, err := start(cmd)
@@ -283,7 +299,7 @@ func supervise(ctx context.Context, cfg Config, path string, held *lock.Held) in
 		return ExitFailed
 	}
 	defer grp.close()
-	log.Info("job started", "pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " "))
+	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
 	if err := held.RecordChild(grp.id()); err != nil {
 		log.Debug("could not record the job's group in the lock", "error", err)
 	}

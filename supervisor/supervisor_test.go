@@ -78,7 +78,7 @@ func TestChildEnvReplacesLockVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	got := strings.Join(childEnv(cfg, h), "\n")
+	got := strings.Join(childEnv(cfg, oneLock{h}), "\n")
 	want := strings.Join([]string{"A=1", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path()}, "\n")
 	if got != want {
 		t.Fatalf("child env:\n%s\nwant:\n%s", got, want)

@@ -1,0 +1,103 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// Environment variables set for the child in device mode (Config.Devices).
+const (
+	EnvGPU  = "GPUEXEC_GPU"          // the devices held, comma-separated
+	EnvCUDA = "CUDA_VISIBLE_DEVICES" // the same, for CUDA programs
+)
+
+// holding is what a job runs under: one lock, or a set of device locks.
+// The supervisor does not care which.
+type holding interface {
+	Lost() <-chan struct{}
+	Release() error
+	RecordChild(pgid int) error
+	// liveFiles are the liveness files the child inherits.
+	liveFiles() []*os.File
+	// env is what the child's environment gets besides EnvLockHeld.
+	env() []string
+	// logFields add to the "job started" line.
+	logFields() []any
+}
+
+type oneLock struct{ *lock.Held }
+
+func (h oneLock) liveFiles() []*os.File { return []*os.File{h.LiveFile()} }
+func (h oneLock) env() []string         { return []string{EnvLockPath + "=" + h.Path()} }
+func (h oneLock) logFields() []any      { return nil }
+
+type deviceLocks struct {
+	*lock.DeviceSet
+	base string
+}
+
+func (d deviceLocks) liveFiles() []*os.File { return d.LiveFiles() }
+func (d deviceLocks) logFields() []any      { return []any{"gpus", d.Names()} }
+func (d deviceLocks) env() []string {
+	names := d.Names()
+	return []string{EnvLockPath + "=" + d.base, EnvGPU + "=" + names, EnvCUDA + "=" + names}
+}
+
+// tryTake takes the lock (or devices) without waiting.
+func tryTake(cfg Config) (holding, bool, error) {
+	if len(cfg.Devices) == 0 {
+		h, ok, err := lock.TryAcquire(cfg.Lock)
+		if !ok {
+			return nil, ok, err
+		}
+		return oneLock{h}, true, err
+	}
+	set, ok, err := lock.TryAcquireDevices(cfg.Lock, cfg.Devices, cfg.need())
+	if !ok {
+		return nil, ok, err
+	}
+	return deviceLocks{set, cfg.Lock.Path}, true, err
+}
+
+// take queues for the lock (or devices) until ctx ends.
+func take(ctx context.Context, cfg Config) (holding, error) {
+	if len(cfg.Devices) == 0 {
+		h, err := lock.Acquire(ctx, cfg.Lock)
+		if err != nil {
+			return nil, err
+		}
+		return oneLock{h}, nil
+	}
+	set, err := lock.AcquireDevices(ctx, cfg.Lock, cfg.Devices, cfg.need())
+	if err != nil {
+		return nil, err
+	}
+	return deviceLocks{set, cfg.Lock.Path}, nil
+}
+
+// holders names who holds the lock (or each device) now, for messages.
+func holders(cfg Config) string {
+	if len(cfg.Devices) == 0 {
+		if st, err := lock.Inspect(cfg.Lock.Path, cfg.Lock.Stale); err == nil && st.State != lock.StateFree {
+			return st.Holder()
+		}
+		return "another job"
+	}
+	sts, err := lock.InspectDevices(cfg.Lock.Path, cfg.Devices, cfg.Lock.Stale)
+	if err != nil {
+		return "other jobs"
+	}
+	parts := make([]string, len(sts))
+	for i, st := range sts {
+		parts[i] = "GPU " + cfg.Devices[i].Name + ": "
+		if st.State == lock.StateFree {
+			parts[i] += "free"
+		} else {
+			parts[i] += st.Holder()
+		}
+	}
+	return strings.Join(parts, ", ")
+}
