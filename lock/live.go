@@ -50,9 +50,11 @@ func (l *liveLock) release() {
 	if l == nil {
 		return
 	}
-	os.Remove(l.path)
+	// Closed before it is removed: Windows cannot remove an open file.
+	// The record is already gone, so nobody judges this file in between.
 	unlockFile(l.f)
 	l.f.Close()
+	os.Remove(l.path)
 }
 
 // probeLive reports whether the liveness lock of token is held (known=false
@@ -84,9 +86,12 @@ func removeDeadLive(lockPath, token string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	if ok, err := tryLockFile(f); err == nil && ok {
-		os.Remove(p)
+	ok, err := tryLockFile(f)
+	if err == nil && ok {
 		unlockFile(f)
+	}
+	f.Close()
+	if err == nil && ok {
+		os.Remove(p)
 	}
 }

@@ -169,10 +169,12 @@ func (t *ticket) drop() {
 	if t == nil || t.f == nil {
 		return
 	}
-	os.Remove(t.path)
+	// Closed before it is removed (Windows cannot remove an open file);
+	// in between, a waiter may prune it as dead, which is the same.
 	unlockFile(t.f)
 	t.f.Close()
 	t.f = nil
+	os.Remove(t.path)
 }
 
 // ticketAlive reports whether a waiter holds the ticket's kernel lock.
