@@ -9,9 +9,13 @@
 //     including several waiters judging one stale lock at the same instant;
 //   - a lock is removed only by its holder (same pid and token), or after it
 //     was judged stale and re-read under rename to be the very lock judged;
-//   - a holder's lock is never judged stale while its pid is alive (EPERM
-//     counts as alive), while the process group of its job still runs, or
-//     while its heartbeat is younger than Options.Stale.
+//   - a holder's lock is never judged stale while its heartbeat is younger
+//     than Options.Stale and its job is alive: its liveness lock (see
+//     LiveSuffix) is held, or, for records without one, its pid is alive
+//     (EPERM counts as alive) and was started when the record says, or the
+//     process group of its job still runs;
+//   - waiters are served in arrival order (see TicketSuffix), and wake
+//     within milliseconds of a release where the folder can be watched.
 //
 // Against the seed's Node tool, exclusion rests on the lock file's
 // O_CREAT|O_EXCL alone, as it always did (see removeIfSame for the one

@@ -108,11 +108,13 @@ var helperRoles = map[string]func() int{
 	},
 }
 
-// inJob reports whether this process runs in a Job Object.
+// inJob reports whether this process runs in a Job Object
+// (IsProcessInJob, which x/sys does not wrap, with no job: any job).
 func inJob() bool {
-	var in bool
-	err := windows.IsProcessInJob(windows.CurrentProcess(), 0, &in)
-	return err == nil && in
+	var in int32
+	r, _, _ := windows.NewLazySystemDLL("kernel32.dll").NewProc("IsProcessInJob").Call(
+		uintptr(windows.CurrentProcess()), 0, uintptr(unsafe.Pointer(&in)))
+	return r != 0 && in != 0
 }
 
 // TestHelperProcess is not a test: it is the body of the helper processes.
