@@ -94,6 +94,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Path == "" {
 		return o, fmt.Errorf("%w: empty lock path", ErrInvalid)
 	}
+	if IsRemote(o.Path) {
+		return o, errRemotePath(o.Path)
+	}
 	abs, err := filepath.Abs(o.Path)
 	if err != nil {
 		return o, fmt.Errorf("%w: lock path %q: %v", ErrInvalid, o.Path, err)
@@ -226,7 +229,7 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, seen, pos, wk, poll, probe) {
+		if !waitForChange(ctx, o, seen, pos, wk, poll, probe) {
 			return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
 		}
 		tk.touch()
@@ -251,39 +254,71 @@ func firstHeld(seen []*Status) *Status {
 // non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
 const LivenessProbe = 100 * time.Millisecond
 
-// headStart is how long waiters behind the head of the queue let it try
-// first when the lock is released, so that they do not crowd the guard.
-const headStart = 2 * time.Millisecond
+// headStart is how long a waiter at position p waits, (p-1) times over,
+// after a release before it looks whether the head of the queue took the
+// lock: the head tries at once, and the others keep out of its way.
+const headStart = 3 * time.Millisecond
 
 // waitForChange blocks until something may have changed for this waiter:
-// a wake-up from the folder, a holder found gone by the liveness probe,
-// the poll timer. It returns false when ctx ends.
-func waitForChange(ctx context.Context, seen []*Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+// a release seen in the folder, a holder found gone by the liveness probe,
+// the poll timer. A waiter behind the head answers a release by looking,
+// without the guard, whether the head took the lock; only if a lock is
+// still free does it try (the head may have died). It returns false when
+// ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case what := <-wk.C():
-			if what == wakeLock && pos > 1 {
-				t := time.NewTimer(headStart)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return false
-				case <-t.C:
-				}
+		case <-wk.C():
+			if pos <= 1 {
+				return true
 			}
-			return true
+			t := time.NewTimer(time.Duration(pos-1) * headStart)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+			fresh, free := look(o, seen)
+			if free {
+				return true
+			}
+			seen = fresh
 		case <-poll.C:
 			return true
 		case <-probe.C:
 			for _, st := range seen {
-				if holderGone(st) {
+				// A free lock with waiters ahead: the head may be
+				// dead (its ticket is pruned by trying).
+				if holderGone(st) || (pos > 1 && st != nil && st.State == StateFree) {
 					return true
 				}
 			}
 		}
 	}
+}
+
+// look re-reads and judges the locks seen, without the guard, reporting
+// whether any is free or stale (or cannot be read: trying will tell why).
+func look(o Options, seen []*Status) ([]*Status, bool) {
+	fresh := make([]*Status, len(seen))
+	for i, st := range seen {
+		if st == nil {
+			return seen, true
+		}
+		now, err := readStatus(st.Path)
+		if err != nil || now.State == StateFree {
+			return seen, true
+		}
+		judge(now, time.Now(), o.Stale, osProber{lockPath: st.Path})
+		if now.State != StateHeld {
+			return seen, true // stale: trying clears it
+		}
+		fresh[i] = now
+	}
+	return fresh, false
 }
 
 // holderGone is the liveness probe: whether the holder seen in st has

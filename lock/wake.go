@@ -2,33 +2,26 @@ package lock
 
 import (
 	"path/filepath"
-	"strings"
 
 	"github.com/fsnotify/fsnotify"
 )
 
-// waker turns changes in the lock's folder into wake-ups for a waiter: the
-// lock file removed or renamed away (released, cleared), a ticket removed (a
-// waiter ahead left). Where the folder cannot be watched (no inotify left,
-// some network filesystems) it is nil and the waiter polls.
+// waker turns changes in the lock's folder into wake-ups for a waiter: one
+// of the lock files removed or renamed away (released, cleared). Tickets
+// coming and going wake nobody: a waiter behind the head has nothing to do
+// until the lock is free again, and waking them all at each handoff would
+// only crowd the guard while the head takes the lock. Where the folder
+// cannot be watched (no inotify instance left, some network filesystems)
+// the waker is nil and the waiter polls.
 type waker struct {
-	w       *fsnotify.Watcher
-	locks   map[string]bool
-	tickets string
-	c       chan wake
-	done    chan struct{}
+	w     *fsnotify.Watcher
+	locks map[string]bool
+	c     chan struct{}
+	done  chan struct{}
 }
 
-// wake says what changed.
-type wake int
-
-const (
-	wakeLock   wake = iota + 1 // the lock file went away
-	wakeTicket                 // a ticket went away
-)
-
 // newWaker watches the folder of lockPath (the queue's anchor) for the
-// removal of any of locks or of a ticket.
+// removal of any of locks.
 func newWaker(lockPath string, locks []string) (*waker, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -42,13 +35,7 @@ func newWaker(lockPath string, locks []string) (*waker, error) {
 	for _, l := range locks {
 		set[l] = true
 	}
-	k := &waker{
-		w:       w,
-		locks:   set,
-		tickets: lockPath + TicketSuffix,
-		c:       make(chan wake, 1),
-		done:    make(chan struct{}),
-	}
+	k := &waker{w: w, locks: set, c: make(chan struct{}, 1), done: make(chan struct{})}
 	go k.run()
 	return k, nil
 }
@@ -61,50 +48,29 @@ func (k *waker) run() {
 			if !ok {
 				return
 			}
-			if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
-				continue
+			if (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) && k.locks[ev.Name] {
+				k.send()
 			}
-			var what wake
-			switch {
-			case k.locks[ev.Name]:
-				what = wakeLock
-			case strings.HasPrefix(ev.Name, k.tickets):
-				what = wakeTicket
-			default:
-				continue
-			}
-			k.send(what)
 		case _, ok := <-k.w.Errors:
 			if !ok {
 				return
 			}
 			// An overflow lost events: wake to look.
-			k.send(wakeLock)
+			k.send()
 		}
 	}
 }
 
-// send delivers a wake-up without blocking; a lock wake-up replaces a
-// pending ticket one, since it matters more.
-func (k *waker) send(what wake) {
-	for {
-		select {
-		case k.c <- what:
-			return
-		default:
-		}
-		select {
-		case old := <-k.c:
-			if old == wakeLock {
-				what = wakeLock
-			}
-		default:
-		}
+// send delivers a wake-up without blocking; one pending is enough.
+func (k *waker) send() {
+	select {
+	case k.c <- struct{}{}:
+	default:
 	}
 }
 
 // C delivers wake-ups; nil (never ready) on a nil waker.
-func (k *waker) C() <-chan wake {
+func (k *waker) C() <-chan struct{} {
 	if k == nil {
 		return nil
 	}
