@@ -1,0 +1,284 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// pct is the p-quantile of sorted, nearest rank.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func sorted(ds []time.Duration) []time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s
+}
+
+// ms formats d in milliseconds with three significant digits or so.
+func ms(d time.Duration) string {
+	v := d.Seconds() * 1000
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func ratio(x, y time.Duration) string {
+	if y <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", float64(x)/float64(y))
+}
+
+// mb is kB (KiB, as /proc says) in MB of 10^6 bytes.
+func mb(kB int64) string { return fmt.Sprintf("%.1f MB", float64(kB)*1024/1e6) }
+
+// row is one line of the table: a cell per contender, the target and
+// whether gpuexec meets it ("" when there is no target).
+type row struct {
+	name   string
+	cells  []string
+	target string
+	met    string
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// cellFor fills a row's cells with f for the contenders that have m, and
+// N/A or error for the others.
+func (b *bench) cellFor(m byte, f func(c *contender) string) []string {
+	var cells []string
+	for _, c := range b.cs {
+		switch {
+		case c.missing != "":
+			cells = append(cells, "N/A ("+c.missing+")")
+		case c.errs[m] != "":
+			cells = append(cells, "error (see stderr)")
+		default:
+			cells = append(cells, f(c))
+		}
+	}
+	return cells
+}
+
+// ok reports whether contender i has m measured.
+func (b *bench) ok(i int, m byte) bool {
+	c := b.cs[i]
+	return c.missing == "" && c.errs[m] == ""
+}
+
+func (b *bench) rows() []row {
+	sel := b.cfg.sel
+	gx, fl := b.cs[0], b.cs[1]
+	var rows []row
+	if sel['a'] {
+		med := func(c *contender) time.Duration { return pct(sorted(c.overhead), 0.5) }
+		r := row{name: "(a) overhead of `-- true`, uncontended, ms: median (min–p90)"}
+		r.cells = b.cellFor('a', func(c *contender) string {
+			s := sorted(c.overhead)
+			return fmt.Sprintf("%s (%s–%s)", ms(pct(s, 0.5)), ms(s[0]), ms(pct(s, 0.9)))
+		})
+		rows = append(rows, r)
+		r = row{name: "(a) overhead median ÷ flock's", target: "≤ 1.5×"}
+		if b.ok(1, 'a') {
+			r.cells = b.cellFor('a', func(c *contender) string { return ratio(med(c), med(fl)) })
+			if b.ok(0, 'a') {
+				r.met = yesNo(float64(med(gx)) <= 1.5*float64(med(fl)))
+			}
+		} else {
+			r.cells = b.cellFor('a', func(*contender) string { return "–" })
+		}
+		rows = append(rows, r)
+	}
+	if sel['b'] {
+		p := func(c *contender, q float64) time.Duration { return pct(sorted(c.gaps), q) }
+		for _, q := range []struct {
+			name   string
+			q      float64
+			target string
+		}{
+			{"p50", 0.5, "≤ 1.5× flock's"},
+			{"p90", 0.9, ""},
+			{"p99", 0.99, "≤ 20 ms"},
+			{"max", 1, ""},
+		} {
+			r := row{name: "(b) handoff gap " + q.name + ", ms", target: q.target}
+			r.cells = b.cellFor('b', func(c *contender) string {
+				if len(c.gaps) == 0 {
+					return "no handoffs"
+				}
+				return ms(p(c, q.q))
+			})
+			if b.ok(0, 'b') && len(gx.gaps) > 0 {
+				switch q.name {
+				case "p50":
+					if b.ok(1, 'b') && len(fl.gaps) > 0 {
+						r.target = fmt.Sprintf("≤ 1.5× flock's (≤ %s)", ms(p(fl, 0.5)*3/2))
+						r.met = yesNo(float64(p(gx, 0.5)) <= 1.5*float64(p(fl, 0.5)))
+					}
+				case "p99":
+					r.met = yesNo(p(gx, 0.99) <= 20*time.Millisecond)
+				}
+			}
+			rows = append(rows, r)
+		}
+		r := row{name: "(b) handoff gap p50 ÷ flock's", target: "≤ 1.5×"}
+		r.cells = b.cellFor('b', func(c *contender) string {
+			if !b.ok(1, 'b') || len(fl.gaps) == 0 || len(c.gaps) == 0 {
+				return "–"
+			}
+			return ratio(p(c, 0.5), p(fl, 0.5))
+		})
+		if b.ok(0, 'b') && b.ok(1, 'b') && len(gx.gaps) > 0 && len(fl.gaps) > 0 {
+			r.met = yesNo(float64(p(gx, 0.5)) <= 1.5*float64(p(fl, 0.5)))
+		}
+		rows = append(rows, r)
+	}
+	if sel['b'] || sel['f'] {
+		from := map[bool]string{true: "b and f", false: "b"}[sel['f']]
+		if !sel['b'] {
+			from = "f"
+		}
+		r := row{name: "(c) overlapping critical sections (in " + from + ")", target: "0"}
+		r.cells = b.cellFor('c', func(c *contender) string { return fmt.Sprintf("%d of %d", c.overlaps, c.sections) })
+		if b.cs[0].missing == "" {
+			r.met = yesNo(gx.overlaps == 0 && gx.sections > 0)
+		}
+		rows = append(rows, r)
+	}
+	if sel['d'] {
+		r := row{name: fmt.Sprintf("(d) CPU of one waiter over %s of waiting", b.cfg.waitCPU), target: "< 1% of a core"}
+		pc := func(c *contender) float64 { return 100 * c.cpu.Seconds() / c.waited.Seconds() }
+		r.cells = b.cellFor('d', func(c *contender) string {
+			return fmt.Sprintf("%.2f s (%.2f%% of a core)", c.cpu.Seconds(), pc(c))
+		})
+		if b.ok(0, 'd') {
+			r.met = yesNo(pc(gx) < 1)
+		}
+		rows = append(rows, r)
+	}
+	if sel['e'] {
+		r := row{name: "(e) RSS of the wrapper while its child runs: VmRSS (VmHWM)", target: "≤ 15 MB"}
+		r.cells = b.cellFor('e', func(c *contender) string { return fmt.Sprintf("%s (%s)", mb(c.rssKB), mb(c.hwmKB)) })
+		if b.ok(0, 'e') {
+			r.met = yesNo(float64(gx.rssKB)*1024 <= 15e6)
+		}
+		rows = append(rows, r)
+	}
+	if sel['f'] {
+		r := row{name: fmt.Sprintf("(f) FIFO: arrival order of %d queued waiters kept", b.cfg.fifoWaiters),
+			target: fmt.Sprintf("%d/%d", b.cfg.fifoRounds, b.cfg.fifoRounds)}
+		r.cells = b.cellFor('f', func(c *contender) string { return fmt.Sprintf("%d/%d", c.fifoKept, c.fifoRounds) })
+		if b.ok(0, 'f') {
+			r.met = yesNo(gx.fifoKept == b.cfg.fifoRounds && gx.fifoRounds == b.cfg.fifoRounds)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// report prints the machine line, the table and the notes.
+func (b *bench) report(w io.Writer) {
+	fmt.Fprintln(w, b.machineLine())
+	fmt.Fprintln(w)
+	head := []string{"measurement"}
+	for _, c := range b.cs {
+		head = append(head, c.name)
+	}
+	head = append(head, "target", "gpuexec meets it")
+	fmt.Fprintf(w, "| %s |\n", strings.Join(head, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(head)))
+	for _, r := range b.rows() {
+		cells := append(append([]string{r.name}, r.cells...), orDash(r.target), orDash(r.met))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+	for _, n := range b.notes() {
+		fmt.Fprintln(w, "- "+n)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func (b *bench) notes() []string {
+	cfg, sel := b.cfg, b.cfg.sel
+	gx := b.cs[0]
+	var notes []string
+	g := fmt.Sprintf("gpuexec: `--poll 20s`, other flags default; binary %s", mb(b.gpuexec.size/1024))
+	if b.gpuexec.built {
+		g += ", built from this checkout"
+	} else {
+		g += ", " + gx.bin
+	}
+	if b.gpuexec.rev != "" {
+		g += " at " + b.gpuexec.rev
+	}
+	if cfg.tags != "" || cfg.ldflags != "" {
+		g += fmt.Sprintf(" (-tags %q -ldflags %q)", cfg.tags, cfg.ldflags)
+	}
+	notes = append(notes, g+".")
+	if b.cs[2].missing == "" {
+		var used []string
+		if sel['b'] || sel['f'] {
+			used = append(used, fmt.Sprintf("%s in (b) and (f)", cfg.seedHandoffPoll))
+		}
+		if sel['d'] {
+			used = append(used, fmt.Sprintf("%s in (d)", cfg.seedPoll))
+		}
+		if len(used) > 0 {
+			notes = append(notes, "seed: lock/testdata/seedlock.cjs with SEEDLOCK_POLL_MS = "+strings.Join(used, ", ")+
+				". It polls, so its handoff gap scales with its poll (at the seed's own 20 s, waiters wait seconds for a free lock); it has no queue, so (f) shows whatever order its polls fall in.")
+		}
+	}
+	if sel['a'] {
+		n := fmt.Sprintf("(a) %d runs of each, interleaved; wall time from start to exit, including the exec of `true`", cfg.runs)
+		if len(b.bare) > 0 {
+			s := sorted(b.bare)
+			n += fmt.Sprintf(" (`true` alone: median %s ms, min %s)", ms(pct(s, 0.5)), ms(s[0]))
+		}
+		if b.cs[2].missing == "" {
+			n += "; seed: `node seedlock.cjs run L bench overhead 0` (start node, acquire, hold 0 ms, release; no child)"
+		}
+		notes = append(notes, n+".")
+	}
+	if sel['b'] {
+		var counts []string
+		for _, c := range b.available() {
+			counts = append(counts, fmt.Sprintf("%s %d of %d", c.name, c.handoffs, c.handoffs+c.unqueued))
+		}
+		notes = append(notes, fmt.Sprintf("(b) %d contenders x %d cycles holding %s, in %d round(s) taking turns; the section is a re-executed Go program, so a gap includes the wrapper's start of its child. Gaps counted where the next wrapper was started before the previous section began (a waiter was queued): %s.",
+			cfg.contenders, cfg.cycles, cfg.hold, handoffRounds(cfg.cycles), strings.Join(counts, ", ")))
+	}
+	if sel['d'] {
+		notes = append(notes, "(d) utime+stime of the waiting process (gpuexec, flock, node) from /proc/PID/stat, from when it is seen queued to the end of the wait (10 ms ticks; its start-up excluded).")
+	}
+	if sel['e'] {
+		notes = append(notes, "(e) /proc/PID/status of the process holding the lock (gpuexec, flock, node) while its child (or hold) runs; MB = 10^6 bytes.")
+	}
+	return notes
+}
