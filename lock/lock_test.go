@@ -486,7 +486,10 @@ func TestOptionsValidation(t *testing.T) {
 func TestManyWaitersOneHolder(t *testing.T) {
 	o := testOptions(t)
 	truth := filepath.Join(t.TempDir(), "truth")
-	const workers, rounds = 8, 25
+	workers, rounds := 8, 25
+	if testing.Short() {
+		workers, rounds = 4, 5
+	}
 	var overlaps, sections atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -522,7 +525,7 @@ func TestManyWaitersOneHolder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if overlaps.Load() != 0 || sections.Load() != workers*rounds {
+	if overlaps.Load() != 0 || sections.Load() != int64(workers*rounds) {
 		t.Fatalf("overlaps = %d, sections = %d of %d", overlaps.Load(), sections.Load(), workers*rounds)
 	}
 	if odd := leftovers(t, o.Path); len(odd) > 0 {
