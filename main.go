@@ -90,7 +90,7 @@ func env(name string) []string { return []string{"GPUEXEC_" + name} }
 
 func lockFlag() cli.Flag {
 	return &cli.StringFlag{Name: "lock", Value: lock.DefaultPath(), EnvVars: env("LOCK"), TakesFile: true,
-		Usage: "the lock `PATH`; its folder is created if missing"}
+		Usage: "the lock `PATH`; its folder is created if missing; or etcd://HOST:PORT[,HOST:PORT...]/KEY for a lock in etcd"}
 }
 
 func staleFlag() cli.Flag {
@@ -113,6 +113,9 @@ func devices(c *cli.Context, path string) ([]lock.Device, error) {
 	list := c.String("gpus")
 	if list == "" {
 		return nil, nil
+	}
+	if lock.IsRemote(path) {
+		return nil, failed("--gpus needs a lock file: an etcd:// lock is one lock; give each GPU a key of its own (--lock etcd://.../gpu0)")
 	}
 	var names []string
 	if list == "all" {
@@ -262,11 +265,18 @@ func positive(c *cli.Context, names ...string) error {
 	return nil
 }
 
-// lockPath is --lock made absolute, refusing an empty one.
+// lockPath is --lock made absolute, refusing an empty one; an etcd:// URL
+// is checked and kept as it is.
 func lockPath(c *cli.Context) (string, error) {
 	p := c.String("lock")
 	if p == "" {
 		return "", failed("--lock must not be empty")
+	}
+	if lock.IsRemote(p) {
+		if _, err := lock.ParseEtcdURL(p); err != nil {
+			return "", failed("--lock: %v", err)
+		}
+		return p, nil
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -410,7 +420,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if devs != nil {
 		return devicesStatus(c, stdout, path, devs)
 	}
-	st, err := lock.Inspect(path, c.Duration("stale"))
+	st, err := lock.BackendFor(path).Inspect(lock.Options{Path: path, Stale: c.Duration("stale")})
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -472,7 +482,7 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info})
-	st, err := lock.Clear(path, c.Bool("force"), c.Duration("stale"), logger.Named("lock"))
+	st, err := lock.BackendFor(path).Clear(lock.Options{Path: path, Stale: c.Duration("stale"), Logger: logger.Named("lock")}, c.Bool("force"))
 	switch {
 	case errors.Is(err, lock.ErrHeld):
 		return cli.Exit(fmt.Sprintf("not cleared: %s; use --force to remove a live holder's lock", st.Describe()), 1)

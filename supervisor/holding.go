@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 
@@ -34,6 +35,17 @@ func (h oneLock) liveFiles() []*os.File { return []*os.File{h.LiveFile()} }
 func (h oneLock) env() []string         { return []string{EnvLockPath + "=" + h.Path()} }
 func (h oneLock) logFields() []any      { return nil }
 
+// remoteLock is a lock of another backend than files (an etcd:// lock):
+// the child inherits nothing, and GPUEXEC_LOCK is the lock's URL.
+type remoteLock struct{ lock.Locker }
+
+func (remoteLock) liveFiles() []*os.File { return nil }
+func (h remoteLock) env() []string       { return []string{EnvLockPath + "=" + h.Path()} }
+func (remoteLock) logFields() []any      { return nil }
+
+// errRemoteDevices refuses --gpus with an etcd lock.
+var errRemoteDevices = errors.New("several GPUs (--gpus) need a lock file: an etcd:// lock names one lock; use one etcd key per GPU instead")
+
 type deviceLocks struct {
 	*lock.DeviceSet
 	base string
@@ -48,6 +60,16 @@ func (d deviceLocks) env() []string {
 
 // tryTake takes the lock (or devices) without waiting.
 func tryTake(cfg Config) (holding, bool, error) {
+	if lock.IsRemote(cfg.Lock.Path) {
+		if len(cfg.Devices) > 0 {
+			return nil, false, errRemoteDevices
+		}
+		h, ok, err := lock.BackendFor(cfg.Lock.Path).TryAcquire(cfg.Lock)
+		if !ok {
+			return nil, ok, err
+		}
+		return remoteLock{h}, true, err
+	}
 	if len(cfg.Devices) == 0 {
 		h, ok, err := lock.TryAcquire(cfg.Lock)
 		if !ok {
@@ -64,6 +86,16 @@ func tryTake(cfg Config) (holding, bool, error) {
 
 // take queues for the lock (or devices) until ctx ends.
 func take(ctx context.Context, cfg Config) (holding, error) {
+	if lock.IsRemote(cfg.Lock.Path) {
+		if len(cfg.Devices) > 0 {
+			return nil, errRemoteDevices
+		}
+		h, err := lock.BackendFor(cfg.Lock.Path).Acquire(ctx, cfg.Lock)
+		if err != nil {
+			return nil, err
+		}
+		return remoteLock{h}, nil
+	}
 	if len(cfg.Devices) == 0 {
 		h, err := lock.Acquire(ctx, cfg.Lock)
 		if err != nil {
@@ -81,7 +113,7 @@ func take(ctx context.Context, cfg Config) (holding, error) {
 // holders names who holds the lock (or each device) now, for messages.
 func holders(cfg Config) string {
 	if len(cfg.Devices) == 0 {
-		if st, err := lock.Inspect(cfg.Lock.Path, cfg.Lock.Stale); err == nil && st.State != lock.StateFree {
+		if st, err := lock.BackendFor(cfg.Lock.Path).Inspect(cfg.Lock); err == nil && st.State != lock.StateFree {
 			return st.Holder()
 		}
 		return "another job"

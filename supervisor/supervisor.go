@@ -43,7 +43,7 @@ const DefaultKillAfter = 10 * time.Second
 // Environment variables set for the child.
 const (
 	EnvLockHeld = "GPUEXEC_LOCK_HELD" // "1"
-	EnvLockPath = "GPUEXEC_LOCK"      // the lock file's absolute path
+	EnvLockPath = "GPUEXEC_LOCK"      // the lock file's absolute path, or the etcd:// URL
 )
 
 // Config is one job.

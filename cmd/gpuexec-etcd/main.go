@@ -1,0 +1,37 @@
+// Command gpuexec-etcd is the helper that holds etcd:// locks for gpuexec
+// (and for any program using package lock's Etcd backend). gpuexec starts it
+// when --lock names an etcd:// URL and talks to it over its stdin and stdout
+// (JSON lines, see lock.ServeAgent); it is not meant to be run by hand.
+//
+// It is a program of its own so that the etcd client (gRPC, protobuf, zap)
+// and its start-up cost stay out of gpuexec, which runs far more often with
+// a lock file. Install it beside gpuexec:
+//
+//	go install github.com/gpuexec/gpuexec/cmd/gpuexec-etcd@latest
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/lock/etcdlock"
+)
+
+func main() {
+	if fi, err := os.Stdin.Stat(); len(os.Args) > 1 || err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		fmt.Fprintln(os.Stderr, "gpuexec-etcd: the helper that holds etcd:// locks for gpuexec; gpuexec starts it, it is not run by hand.\n"+
+			"Use: gpuexec --lock etcd://HOST:PORT[,HOST:PORT...]/KEY -- COMMAND")
+		os.Exit(2)
+	}
+	// The user of the lock (gpuexec) handles signals and tells this helper
+	// when to let go; the helper outlives it only to release the lock. A
+	// user that died leaves a broken pipe: writing to it must fail, not
+	// kill the helper (SIGPIPE) before it released the lock.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// The lock is held on behalf of the process that started the helper:
+	// its pid goes into the record.
+	os.Exit(lock.ServeAgent(os.Stdin, os.Stdout, etcdlock.Backend{PID: os.Getppid()}))
+}

@@ -1,0 +1,810 @@
+// Package etcdlock is the etcd v3 backend of package lock: the lock named
+// by an etcd:// URL (see lock.ParseEtcdURL) is a key prefix on an etcd
+// cluster, held with go.etcd.io/etcd/client/v3's concurrency package.
+//
+//   - Each waiter opens a session, whose lease (TTL from the URL's ttl=) is
+//     its heartbeat, and puts its record under KEY/<lease id in hex>, bound
+//     to that lease. The key with the lowest create revision holds the lock;
+//     the others wait, in create-revision (arrival) order, with
+//     concurrency.Mutex.
+//   - The record is the lock file's (pid, acquiredAt, owner, slug, token,
+//     host, ...), plus since (when the waiter arrived), so status and clear
+//     work as for files.
+//   - A holder that dies stops renewing its lease; etcd deletes its key when
+//     the lease expires and the next waiter proceeds.
+//   - A holder that loses etcd cannot renew its lease either: it declares
+//     the lock lost (Lost) when its session ends, when its key is deleted,
+//     or — before the lease can expire — when etcd has not confirmed the
+//     lease for two thirds of its TTL.
+//
+// Linking this package adds the etcd client (gRPC, protobuf) and its
+// start-up cost to a program; gpuexec keeps it in the helper program
+// gpuexec-etcd instead (see lock.Etcd).
+package etcdlock
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// Backend is the etcd backend. The zero value records this process's pid
+// as the holder's.
+type Backend struct {
+	// PID is the pid recorded in the lock as the holder's; 0 means this
+	// process's. The gpuexec-etcd helper records gpuexec's.
+	PID int
+}
+
+var _ lock.Backend = Backend{}
+
+// Bounds on single etcd calls that must not hang while etcd is away (the
+// client waits for a connection as long as its context lets it).
+const (
+	callWait    = 5 * time.Second // a release, a record update
+	cancelWait  = 3 * time.Second // a waiter's clean-up after it gave up
+	retryPause  = time.Second     // between tries after an etcd error while waiting
+	listTimeout = 2 * time.Second // the listing behind a waiting line
+)
+
+// record is what a waiter's or holder's key holds: the lock file's record
+// and when the waiter arrived.
+type record struct {
+	lock.Info
+	Since string `json:"since,omitempty"`
+}
+
+// isoMillis is JavaScript's toISOString layout, as in lock files.
+const isoMillis = "2006-01-02T15:04:05.000Z"
+
+// conn is a client connected to the lock's cluster.
+type conn struct {
+	cli  *clientv3.Client
+	u    *lock.EtcdURL
+	path string // the lock's URL
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (c *conn) prefix() string { return c.u.Key + "/" }
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.cli.Close()
+	})
+}
+
+func (c *conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// dial connects to the cluster named by path and checks within the URL's
+// dial timeout that it answers; a cluster that does not is
+// lock.ErrUnreachable.
+func dial(path string) (*conn, error) {
+	u, err := lock.ParseEtcdURL(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg := clientv3.Config{
+		DialTimeout:          u.DialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Logger:               zap.NewNop(),
+	}
+	scheme := "http://"
+	if u.TLS() {
+		scheme = "https://"
+		if cfg.TLS, err = tlsConfig(u); err != nil {
+			return nil, err
+		}
+	}
+	for _, ep := range u.Endpoints {
+		cfg.Endpoints = append(cfg.Endpoints, scheme+ep)
+	}
+	if u.User != "" {
+		cfg.Username = u.User
+		if u.PasswordFile != "" {
+			if cfg.Password, err = readPassword(u.PasswordFile); err != nil {
+				return nil, err
+			}
+		}
+	}
+	where := strings.Join(u.Endpoints, ",")
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, unreachable(where, u.DialTimeout, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), u.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(ctx, u.Key+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, unreachable(where, u.DialTimeout, err)
+	}
+	return &conn{cli: cli, u: u, path: path, closed: make(chan struct{})}, nil
+}
+
+// unreachable words a failed first contact; only a cluster that did not
+// answer (as opposed to one that refused us) is lock.ErrUnreachable.
+func unreachable(where string, timeout time.Duration, err error) error {
+	var coded interface{ Code() codes.Code }
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded"):
+		return fmt.Errorf("lock: etcd at %s did not answer within %s (the URL's dial-timeout): %w", where, timeout, lock.ErrUnreachable)
+	case status.Code(err) == codes.Unavailable || errors.As(err, &coded) && coded.Code() == codes.Unavailable:
+		return fmt.Errorf("lock: etcd at %s: %v: %w", where, err, lock.ErrUnreachable)
+	}
+	return fmt.Errorf("lock: etcd at %s: %w", where, err)
+}
+
+func tlsConfig(u *lock.EtcdURL) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if u.CACert != "" {
+		pem, err := os.ReadFile(u.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("etcd lock: cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd lock: cacert %s holds no PEM certificate", u.CACert)
+		}
+		tc.RootCAs = pool
+	}
+	if u.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(u.Cert, u.CertKey)
+		if err != nil {
+			return nil, fmt.Errorf("etcd lock: cert/key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// readPassword is the first line of file.
+func readPassword(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("etcd lock: password-file: %w", err)
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("etcd lock: password-file %s: empty", file)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func withDefaults(o lock.Options) lock.Options {
+	if o.Report <= 0 {
+		o.Report = lock.DefaultReport
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return o
+}
+
+func (b Backend) newRecord(o lock.Options) (record, error) {
+	var t [8]byte
+	if _, err := rand.Read(t[:]); err != nil {
+		return record{}, fmt.Errorf("lock: making a token: %w", err)
+	}
+	pid := b.PID
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	host, _ := os.Hostname()
+	return record{
+		Info: lock.Info{
+			PID:   pid,
+			Owner: o.Owner,
+			Slug:  o.Slug,
+			Token: hex.EncodeToString(t[:]),
+			Host:  host,
+		},
+		Since: time.Now().UTC().Format(isoMillis),
+	}, nil
+}
+
+func (r record) encode() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("etcdlock: encoding a record: " + err.Error())
+	}
+	return string(b)
+}
+
+// place is one session's place in the queue: its lease, key and mutex.
+type place struct {
+	c    *conn
+	sess *concurrency.Session
+	m    *concurrency.Mutex
+	key  string
+	rev  int64 // the key's create revision
+	rec  record
+}
+
+// join opens a session and puts this waiter's record under its key.
+func (b Backend) join(ctx context.Context, c *conn, o lock.Options) (*place, error) {
+	rec, err := b.newRecord(o)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.u.DialTimeout)
+	defer cancel()
+	lease, err := c.cli.Grant(gctx, int64(c.u.TTL/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("etcd lock: granting a lease: %w", err)
+	}
+	// The session keeps the lease alive until Orphan or Close, whatever
+	// ctx does.
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(c.u.TTL/time.Second)))
+	if err != nil {
+		return nil, fmt.Errorf("etcd lock: session: %w", err)
+	}
+	p := &place{c: c, sess: sess, m: concurrency.NewMutex(sess, c.u.Key), rec: rec}
+	p.key = fmt.Sprintf("%s%x", c.prefix(), sess.Lease())
+	resp, err := c.cli.Txn(gctx).
+		If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", 0)).
+		Then(clientv3.OpPut(p.key, rec.encode(), clientv3.WithLease(sess.Lease()))).
+		Commit()
+	if err != nil {
+		p.leave()
+		return nil, fmt.Errorf("etcd lock: queueing: %w", err)
+	}
+	if !resp.Succeeded {
+		p.leave()
+		return nil, fmt.Errorf("etcd lock: queueing: key %s already exists", p.key)
+	}
+	p.rev = resp.Header.Revision
+	return p, nil
+}
+
+// leave gives up the place: the lease is revoked (deleting the key) if
+// etcd answers soon; else it expires by itself.
+func (p *place) leave() {
+	p.sess.Orphan()
+	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
+	defer cancel()
+	p.c.cli.Revoke(ctx, p.sess.Lease())
+}
+
+// held turns the place into a held lock: the record gets acquiredAt.
+func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
+	p.rec.AcquiredAt = time.Now().UTC().Format(isoMillis)
+	var err error
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), callWait)
+		var resp *clientv3.TxnResponse
+		resp, err = p.c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
+			Then(clientv3.OpPut(p.key, p.rec.encode(), clientv3.WithLease(p.sess.Lease()))).
+			Commit()
+		cancel()
+		if err == nil && !resp.Succeeded {
+			return nil, errPlaceLost
+		}
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("etcd lock: writing the holder's record: %w", err)
+	}
+	h := &Held{p: p, o: o, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	ready := make(chan struct{})
+	go h.monitor(ready)
+	<-ready
+	o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug, "waited", lock.FormatAge(time.Since(start)))
+	return h, nil
+}
+
+// errPlaceLost says this waiter's key went away (its lease expired while
+// etcd was away, or someone cleared it).
+var errPlaceLost = errors.New("this waiter's key is gone")
+
+// Acquire queues for the lock until it holds it or ctx ends (a
+// *lock.WaitError). It logs the holder and this waiter's position every
+// Options.Report. A waiter that loses its place (its lease expired while
+// etcd was away) queues again at the back; other etcd errors while waiting
+// are retried. Only an etcd that cannot be reached at all at the start
+// fails at once (lock.ErrUnreachable).
+func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
+	o = withDefaults(o)
+	c, err := dial(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var seen *lock.Status
+	var nextWarn time.Time
+	for {
+		if c == nil {
+			// The last place was given up by closing the client.
+			c, err = dial(o.Path)
+		}
+		if err == nil {
+			var h *Held
+			if h, err = b.wait(ctx, c, o, start, &seen); err == nil {
+				return h, nil
+			}
+		}
+		if c != nil && c.isClosed() {
+			c = nil
+		}
+		switch {
+		case ctx.Err() != nil:
+			if c != nil {
+				c.close()
+			}
+			return nil, &lock.WaitError{Holder: seen, Waited: time.Since(start), Err: ctx.Err()}
+		case errors.Is(err, errPlaceLost) || errors.Is(err, concurrency.ErrSessionExpired):
+			o.Logger.Warn("this waiter's place in the etcd queue was lost (its lease expired while etcd was away?); queueing again at the back", "path", o.Path)
+		default:
+			// etcd away while waiting: keep trying until ctx ends,
+			// saying so at most once per report interval.
+			if now := time.Now(); !now.Before(nextWarn) {
+				o.Logger.Warn("etcd error while waiting for the GPU lock; still trying", "path", o.Path, "error", err)
+				nextWarn = now.Add(o.Report)
+			}
+			t := time.NewTimer(retryPause)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}
+
+// wait is one place in the queue, from joining to holding (or an error).
+func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.Time, seen **lock.Status) (*Held, error) {
+	p, err := b.join(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	locked := make(chan error, 1)
+	go func() { locked <- p.m.Lock(lctx) }()
+
+	// giveUp ends the wait: the Mutex deletes its key unless etcd is away;
+	// then the client is closed to unblock it, and the lease expires by
+	// itself.
+	giveUp := func() {
+		lcancel()
+		t := time.NewTimer(cancelWait)
+		defer t.Stop()
+		select {
+		case <-locked:
+			p.leave()
+		case <-t.C:
+			p.sess.Orphan()
+			c.close()
+			<-locked
+		}
+	}
+	report := time.NewTimer(0)
+	defer report.Stop()
+	for {
+		select {
+		case err := <-locked:
+			if err != nil {
+				p.leave()
+				return nil, err
+			}
+			h, err := p.held(o, start)
+			if err != nil {
+				p.leave()
+			}
+			return h, err
+		case <-p.sess.Done():
+			giveUp()
+			return nil, errPlaceLost
+		case <-ctx.Done():
+			giveUp()
+			return nil, ctx.Err()
+		case <-report.C:
+			if line, st := p.waitingLine(ctx); line != "" {
+				*seen = st
+				o.Logger.Info(line, "path", o.Path, "waited", lock.FormatAge(time.Since(start)))
+			}
+			report.Reset(o.Report)
+		}
+	}
+}
+
+// waitingLine lists the queue and words the waiting line with the holder
+// and this waiter's position; "" when this waiter is first (it is taking
+// the lock).
+func (p *place) waitingLine(ctx context.Context) (string, *lock.Status) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	kvs, err := list(ctx, p.c)
+	if err != nil {
+		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); still waiting", nil
+	}
+	pos := -1
+	for i, kv := range kvs {
+		if string(kv.Key) == p.key {
+			pos = i
+		}
+	}
+	if len(kvs) == 0 || pos == 0 {
+		return "", nil
+	}
+	st := holderStatus(p.c, kvs[0])
+	if pos < 0 {
+		pos = len(kvs) // our key is not visible yet
+	}
+	return lock.WaitingLine(st, pos), st
+}
+
+// list is the queue: every key under the prefix, oldest first.
+func list(ctx context.Context, c *conn) ([]*mvccpb.KeyValue, error) {
+	resp, err := c.cli.Get(ctx, c.prefix(), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs, nil
+}
+
+// holderStatus is the status of the lock held under kv, without the lease
+// check of inspect.
+func holderStatus(c *conn, kv *mvccpb.KeyValue) *lock.Status {
+	st := &lock.Status{State: lock.StateHeld, Path: c.path, Alive: true, Content: kv.Value}
+	var rec record
+	if err := json.Unmarshal(kv.Value, &rec); err == nil && rec.PID > 0 {
+		st.Info = &rec.Info
+	}
+	var fields map[string]any
+	if json.Unmarshal(kv.Value, &fields) == nil {
+		st.Fields = fields
+	}
+	return st
+}
+
+// TryAcquire takes the lock if nobody holds it or waits for it.
+func (b Backend) TryAcquire(o lock.Options) (lock.Locker, bool, error) {
+	o = withDefaults(o)
+	c, err := dial(o.Path)
+	if err != nil {
+		return nil, false, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.u.DialTimeout+callWait)
+	defer cancel()
+	p, err := b.join(ctx, c, o)
+	if err != nil {
+		c.close()
+		return nil, false, err
+	}
+	switch err := p.m.TryLock(ctx); {
+	case errors.Is(err, concurrency.ErrLocked):
+		p.leave()
+		c.close()
+		return nil, false, nil
+	case err != nil:
+		p.leave()
+		c.close()
+		return nil, false, err
+	}
+	h, err := p.held(o, start)
+	if err != nil {
+		p.leave()
+		c.close()
+		return nil, false, err
+	}
+	return h, true, nil
+}
+
+// Inspect reads the lock and its queue. The holder's heartbeat age is the
+// time since its lease was last renewed.
+func (Backend) Inspect(o lock.Options) (*lock.Status, error) {
+	c, err := dial(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	st, _, err := inspect(c)
+	return st, err
+}
+
+func inspect(c *conn) (*lock.Status, *mvccpb.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	kvs, err := list(ctx, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd lock: reading %s: %w", c.prefix(), err)
+	}
+	if len(kvs) == 0 {
+		return &lock.Status{State: lock.StateFree, Path: c.path}, nil, nil
+	}
+	st := holderStatus(c, kvs[0])
+	now := time.Now()
+	switch {
+	case kvs[0].Lease == 0:
+		st.State, st.Alive = lock.StateStale, false
+		st.Reason = "its key has no lease (not written by gpuexec): it would never expire"
+	default:
+		ttl, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(kvs[0].Lease))
+		switch {
+		case err != nil:
+			return nil, nil, fmt.Errorf("etcd lock: reading the holder's lease: %w", err)
+		case ttl.TTL < 0:
+			st.State, st.Alive = lock.StateStale, false
+			st.Reason = "its lease has expired"
+		default:
+			age := time.Duration(ttl.GrantedTTL-ttl.TTL) * time.Second
+			st.HeartbeatAge = age
+			st.ModTime = now.Add(-age)
+		}
+	}
+	if st.Info == nil && st.State == lock.StateHeld {
+		st.Reason = "its record is not a gpuexec record"
+	}
+	for i, kv := range kvs[1:] {
+		w := lock.Waiter{Position: i + 1, Seq: uint64(kv.CreateRevision), Alive: true}
+		var rec record
+		if json.Unmarshal(kv.Value, &rec) == nil {
+			w.PID, w.Owner, w.Slug, w.Host, w.Since = rec.PID, rec.Owner, rec.Slug, rec.Host, rec.Since
+		}
+		st.Queue = append(st.Queue, w)
+	}
+	return st, kvs[0], nil
+}
+
+// Clear removes the holder's key if it is stale, or with force a live
+// holder's (revoking its lease, so that it notices at once). Waiters are
+// left alone.
+func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
+	log := o.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	c, err := dial(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	st, kv, err := inspect(c)
+	if err != nil || st.State == lock.StateFree {
+		return st, err
+	}
+	if st.State == lock.StateHeld && !force {
+		return st, fmt.Errorf("%w: %s", lock.ErrHeld, st.Holder())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	if kv.Lease != 0 {
+		if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !strings.Contains(err.Error(), "requested lease not found") {
+			return st, fmt.Errorf("etcd lock: revoking the holder's lease: %w", err)
+		}
+	}
+	// A key without a lease, or one whose lease was already gone.
+	if _, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+		Then(clientv3.OpDelete(string(kv.Key))).
+		Commit(); err != nil {
+		return st, fmt.Errorf("etcd lock: deleting %s: %w", kv.Key, err)
+	}
+	reason := st.Reason
+	if st.State == lock.StateHeld {
+		reason = "forced"
+	}
+	log.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
+	return st, nil
+}
+
+// Held is a held etcd lock. Its session keeps the lease alive until
+// Release. Its methods are safe for concurrent use.
+type Held struct {
+	p *place
+	o lock.Options
+
+	mu       sync.Mutex
+	released bool
+	lostWhy  error
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+var _ lock.Locker = (*Held)(nil)
+
+// Path is the lock's URL.
+func (h *Held) Path() string { return h.o.Path }
+
+// Key is the holder's key in etcd.
+func (h *Held) Key() string { return h.p.key }
+
+// Info is the holder's record.
+func (h *Held) Info() lock.Info {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.p.rec.Info
+}
+
+// Lost is closed when the lock may no longer be ours: the session ended, the
+// key was deleted, or etcd has not confirmed the lease for two thirds of
+// its TTL (so that the job can be stopped before the lease can expire).
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// LostReason says why Lost was closed; nil while it is not.
+func (h *Held) LostReason() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lostWhy
+}
+
+func (h *Held) markLost(why error) {
+	h.lostOnce.Do(func() {
+		h.mu.Lock()
+		h.lostWhy = why
+		h.mu.Unlock()
+		h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
+		close(h.lost)
+	})
+}
+
+// monitor watches the session, the lease's renewals and the key until
+// Release, closing ready once it watches.
+func (h *Held) monitor(ready chan<- struct{}) {
+	defer close(h.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cli, lease, ttl := h.p.c.cli, h.p.sess.Lease(), h.p.c.u.TTL
+	margin := ttl / 3
+	ka, err := cli.KeepAlive(ctx, lease)
+	wch := cli.Watch(ctx, h.p.key, clientv3.WithRev(h.p.rev+1), clientv3.WithFilterPut())
+	close(ready)
+	if err != nil {
+		h.markLost(fmt.Errorf("etcd no longer keeps the lock's lease alive: %w", err))
+		return
+	}
+	deadline := time.NewTimer(ttl - margin)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-h.p.sess.Done():
+			h.markLost(errors.New("the etcd session ended: its lease expired or was revoked"))
+			return
+		case resp, ok := <-ka:
+			if !ok {
+				h.markLost(errors.New("etcd no longer keeps the lock's lease alive: it expired or was revoked"))
+				return
+			}
+			grant := time.Duration(resp.TTL) * time.Second
+			if grant <= 0 {
+				grant = ttl
+			}
+			deadline.Reset(grant - margin)
+		case <-deadline.C:
+			h.markLost(fmt.Errorf("etcd has not confirmed the lock's lease for %s (TTL %s): it may expire and another job take the lock", ttl-margin, ttl))
+			return
+		case wr, ok := <-wch:
+			if !ok {
+				return // ctx cancelled: stopping
+			}
+			if err := wr.Err(); err != nil {
+				// Compacted past our revision, or cancelled by the
+				// server: look at the key, then watch again.
+				gctx, gcancel := context.WithTimeout(ctx, callWait)
+				resp, gerr := cli.Get(gctx, h.p.key)
+				gcancel()
+				if gerr == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.p.rev) {
+					h.markLost(errors.New("the lock's key in etcd is gone"))
+					return
+				}
+				rev := int64(0)
+				if gerr == nil {
+					rev = resp.Header.Revision + 1
+				}
+				wch = cli.Watch(ctx, h.p.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					h.markLost(errors.New("the lock's key in etcd was deleted (gpuexec clear --force?)"))
+					return
+				}
+			}
+		}
+	}
+}
+
+// RecordChild writes the job's process group into the record (childPgid),
+// if the key is still ours.
+func (h *Held) RecordChild(pgid int) error {
+	h.mu.Lock()
+	rec := h.p.rec
+	h.mu.Unlock()
+	rec.ChildPGID = pgid
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	resp, err := h.p.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.p.key), "=", h.p.rev)).
+		Then(clientv3.OpPut(h.p.key, rec.encode(), clientv3.WithLease(h.p.sess.Lease()))).
+		Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("etcd lock: recording the job: %w", err)
+	case !resp.Succeeded:
+		return errors.New("etcd lock: recording the job: the lock's key is no longer ours")
+	}
+	h.mu.Lock()
+	h.p.rec = rec
+	h.mu.Unlock()
+	return nil
+}
+
+// Release deletes the key if it is still ours and revokes the lease. If
+// etcd does not answer, the lease expires by itself within its TTL. Later
+// calls do nothing.
+func (h *Held) Release() error {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return nil
+	}
+	h.released = true
+	h.mu.Unlock()
+	close(h.stop)
+	<-h.done
+	defer h.p.c.close()
+	h.p.sess.Orphan()
+	wait := callWait
+	if h.LostReason() != nil {
+		// Most likely etcd is away: try no longer than a first contact.
+		wait = min(wait, h.p.c.u.DialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	resp, err := h.p.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.p.key), "=", h.p.rev)).
+		Then(clientv3.OpDelete(h.p.key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("lock: release: %w (the lock frees itself when its lease expires, within %s)", err, h.p.c.u.TTL)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), cancelWait)
+	h.p.c.cli.Revoke(rctx, h.p.sess.Lease())
+	rcancel()
+	if !resp.Succeeded {
+		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path)
+		return nil
+	}
+	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
+	return nil
+}
