@@ -43,7 +43,7 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 	var wait *time.Timer
 	delay := guardFirstRetry
 	for {
-		f, err := os.OpenFile(gpath, os.O_RDWR|os.O_CREATE, 0o666)
+		f, err := openGuard(gpath)
 		if err != nil {
 			return nil, err
 		}

@@ -35,3 +35,22 @@ func renameNoReplace(oldpath, newpath string) error {
 	}
 	return os.Rename(oldpath, newpath)
 }
+
+// openGuard opens (creating it if needed) the guard sidecar for reading
+// and writing, refusing a symbolic link or anything but a regular file at
+// its path: the guard is written to (the queue's counter), and a link
+// planted there must not make gpuexec write through it.
+func openGuard(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o666)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+		}
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	return f, nil
+}

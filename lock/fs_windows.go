@@ -86,3 +86,22 @@ func renameNoReplace(oldpath, newpath string) error {
 	}
 	return nil
 }
+
+// openGuard opens (creating it if needed) the guard sidecar for reading
+// and writing, refusing a symbolic link or anything but a regular file at
+// its path: the guard is written to, and a link planted there must not
+// make gpuexec write through it.
+func openGuard(path string) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	return f, nil
+}

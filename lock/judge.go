@@ -142,7 +142,9 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		s.State, s.Alive, s.Reason = StateHeld, true, fmt.Sprintf(format, a...)
 	}
 	if s.Info == nil {
-		if s.HeartbeatAge < WriteGrace {
+		// A record being written has a fresh mtime; one far in the
+		// future is no excuse to block every job until then.
+		if s.HeartbeatAge < WriteGrace && s.HeartbeatAge > -WriteGrace {
 			setHeld("lock file has no valid record yet (%s old); it may still be being written", fmtAge(s.HeartbeatAge))
 			return
 		}

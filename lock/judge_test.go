@@ -77,7 +77,8 @@ func TestJudge(t *testing.T) {
 		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},
 		{"unparseable, at the grace limit", nil, WriteGrace, dead, StateStale, "no valid record"},
 		{"unparseable, old", nil, time.Minute, dead, StateStale, "no valid record"},
-		{"unparseable, mtime in the future", nil, -time.Hour, dead, StateHeld, "being written"},
+		{"unparseable, mtime a little in the future", nil, -2 * time.Second, dead, StateHeld, "being written"},
+		{"unparseable, mtime far in the future", nil, -time.Hour, dead, StateStale, "no valid record"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -266,10 +266,20 @@ const headStart = 3 * time.Millisecond
 // still free does it try (the head may have died). It returns false when
 // ctx ends.
 func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+	// A lock turns stale at a known time (a record never written, a
+	// heartbeat that stopped): look again then, not a poll later.
+	var staleC <-chan time.Time
+	if at, ok := turnsStale(o, seen); ok {
+		t := time.NewTimer(time.Until(at) + staleMargin)
+		defer t.Stop()
+		staleC = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-staleC:
+			return true
 		case <-wk.C():
 			if pos <= 1 {
 				return true
@@ -298,6 +308,29 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *
 			}
 		}
 	}
+}
+
+// staleMargin is added to the time a lock turns stale before looking again,
+// so that the look finds it stale.
+const staleMargin = 10 * time.Millisecond
+
+// turnsStale is the earliest time at which one of the held locks seen turns
+// stale by its mtime alone.
+func turnsStale(o Options, seen []*Status) (time.Time, bool) {
+	var at time.Time
+	for _, st := range seen {
+		if st == nil || st.State != StateHeld {
+			continue
+		}
+		t := st.ModTime.Add(o.Stale)
+		if st.Info == nil {
+			t = st.ModTime.Add(WriteGrace)
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // look re-reads and judges the locks seen, without the guard, reporting
@@ -533,6 +566,7 @@ func settle(o Options) (*Status, error) {
 // create takes the liveness lock, then creates the record. Call with the
 // guard held and the lock seen free.
 func create(o Options) (*Held, error) {
+	sweep(o.Path)
 	info, err := newInfo(o)
 	if err != nil {
 		return nil, err

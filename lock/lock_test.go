@@ -572,3 +572,47 @@ func TestStaleStampede(t *testing.T) {
 		}
 	}
 }
+
+// What killed processes leave beside the lock is swept by the next holder;
+// what belongs to live processes stays.
+func TestSweepLeftovers(t *testing.T) {
+	o := testOptions(t)
+	os.MkdirAll(filepath.Dir(o.Path), 0o755)
+	dead, alive := deadPID(t), os.Getpid()
+	gone := []string{
+		fmt.Sprintf("%s.stale-%d-abc123", o.Path, dead),
+		fmt.Sprintf("%s.tmp-%d-abc123", o.Path, dead),
+		o.Path + LiveSuffix + "0123456789abcdef", // nobody holds its lock
+	}
+	kept := []string{
+		fmt.Sprintf("%s.stale-%d-abc123", o.Path, alive), // a live process's set-aside lock
+		filepath.Join(filepath.Dir(o.Path), "other.lock.stale-1-x"),
+	}
+	for _, p := range append(gone, kept...) {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A liveness file whose lock is held (another holder of a device
+	// beside this lock, say) stays too.
+	held, err := takeLive(o.Path, "fedcba9876543210")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	h, ok, err := TryAcquire(o)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", ok, err)
+	}
+	h.Release()
+	for _, p := range gone {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s not swept", filepath.Base(p))
+		}
+	}
+	for _, p := range append(kept, held.path) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s swept: %v", filepath.Base(p), err)
+		}
+	}
+}

@@ -233,3 +233,24 @@ func TestDeadHolderNoticedWithoutPolling(t *testing.T) {
 		t.Fatal("the dead holder's liveness file was not removed")
 	}
 }
+
+// A lock file left empty (its creator killed before writing) turns stale
+// after WriteGrace: a waiter with a one-hour poll takes it then.
+func TestEmptyLockTakenWhenGraceEnds(t *testing.T) {
+	o := testOptions(t)
+	o.Poll = time.Hour
+	os.MkdirAll(filepath.Dir(o.Path), 0o755)
+	if err := os.WriteFile(o.Path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Nearly out of grace already.
+	mt := time.Now().Add(-WriteGrace + 200*time.Millisecond)
+	os.Chtimes(o.Path, mt, mt)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h, err := Acquire(ctx, o)
+	if err != nil {
+		t.Fatalf("waiter did not take the lock when its grace ended: %v", err)
+	}
+	h.Release()
+}

@@ -82,16 +82,35 @@ var errBadRecord = errors.New("not a valid lock record")
 // five seed fields have the seed's types, ignoring unknown fields; it rejects
 // empty content, other JSON, wrong types and pids that cannot name a process.
 func parseRecord(b []byte) (*Info, error) {
-	b = bytes.TrimSpace(b)
+	b = bytes.Trim(b, jsonSpace)
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", errBadRecord)
 	}
 	if len(b) > maxRecordSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", errBadRecord, maxRecordSize)
 	}
-	var info Info
-	if err := json.Unmarshal(b, &info); err != nil {
+	// Keys are matched exactly, as JavaScript does (encoding/json alone
+	// would also take "PID" for "pid"): gpuexec and the seed's tool must
+	// read the same record from the same bytes.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
+	}
+	if fields == nil {
+		return nil, fmt.Errorf("%w: null", errBadRecord)
+	}
+	var info Info
+	for key, dst := range map[string]any{
+		"pid": &info.PID, "acquiredAt": &info.AcquiredAt, "owner": &info.Owner, "slug": &info.Slug,
+		"token": &info.Token, "host": &info.Host, "pidStart": &info.PIDStart, "childPgid": &info.ChildPGID,
+	} {
+		raw, ok := fields[key]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errBadRecord, key, err)
+		}
 	}
 	switch {
 	case info.PID <= 0 || info.PID > math.MaxInt32:
@@ -103,6 +122,10 @@ func parseRecord(b []byte) (*Info, error) {
 	}
 	return &info, nil
 }
+
+// jsonSpace is the white space JSON (and JavaScript's JSON.parse) allows
+// around a value.
+const jsonSpace = " \t\n\r"
 
 // encode renders the record as the seed does: one JSON object, no newline,
 // the seed's five fields first.

@@ -23,7 +23,7 @@ func TestParseRecord(t *testing.T) {
 		{"binary garbage", "\x00\xff\xfe garbage", 0, "invalid character"},
 		{"truncated JSON", `{"pid":4242,"acquiredAt":"2026-10`, 0, "unexpected end"},
 		{"JSON array", `[1,2,3]`, 0, "cannot unmarshal"},
-		{"JSON null", `null`, 0, "pid 0"},
+		{"JSON null", `null`, 0, "null"},
 		{"JSON string", `"locked"`, 0, "cannot unmarshal"},
 		{"pid as string", `{"pid":"4242","token":"t"}`, 0, "cannot unmarshal"},
 		{"pid fractional", `{"pid":42.5,"token":"t"}`, 0, "cannot unmarshal"},
@@ -33,6 +33,9 @@ func TestParseRecord(t *testing.T) {
 		{"pid huge", `{"pid":99999999999,"token":"t"}`, 0, "cannot name a process"},
 		{"pid beyond int64", `{"pid":1e40,"token":"t"}`, 0, "cannot unmarshal"},
 		{"no token", `{"pid":42}`, 0, "no token"},
+		{"keys match exactly, as in JavaScript", `{"pid":111,"token":"t","PID":222}`, 111, ""},
+		{"only a differently cased pid", `{"PID":222,"token":"t"}`, 0, "pid 0"},
+		{"vertical tab is not JSON space", "\v{\"pid\":7,\"token\":\"t\"}", 0, "invalid character"},
 		{"negative childPgid", `{"pid":42,"token":"t","childPgid":-5}`, 0, "childPgid"},
 		{"too large", `{"pid":42,"token":"t","pad":"` + strings.Repeat("x", maxRecordSize) + `"}`, 0, "larger than"},
 	}
