@@ -446,23 +446,17 @@ func TestKilledGpuexecLeftoverKeepsTheLock(t *testing.T) {
 	wantOnlyGuard(t, dir)
 }
 
-// Many gpuexec processes on one lock run their jobs one at a time, and all
-// of them run.
-func TestContentionIsExclusive(t *testing.T) {
-	t.Parallel()
-	const procs, rounds = 8, 5
-	dir, lock := lockIn(t)
-	work := t.TempDir()
-	truth, overlap, count := filepath.Join(work, "truth"), filepath.Join(work, "overlap"), filepath.Join(work, "count")
-	env := []string{role("critical"), truthEnv + "=" + truth, overlapEnv + "=" + overlap, countEnv + "=" + count}
-
+// runContenders runs procs goroutines, each starting gpuexec rounds times in
+// sequence with args(i, j) and env, and fails the test for every run that
+// did not exit 0 within timeout.
+func runContenders(t *testing.T, procs, rounds int, timeout time.Duration, env []string, args func(i, j int) []string) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, procs*rounds)
 	for i := range procs {
 		wg.Go(func() {
 			for j := range rounds {
-				code, out, err := contextRun(60*time.Second, gpuexecBin, env,
-					"--lock", lock, "--wait", "1m", "--poll", "10ms", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin)
+				code, out, err := contextRun(timeout, gpuexecBin, env, args(i, j)...)
 				if err == nil && code != 0 {
 					err = fmt.Errorf("exit status %d", code)
 				}
@@ -478,6 +472,21 @@ func TestContentionIsExclusive(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// Many gpuexec processes on one lock run their jobs one at a time, and all
+// of them run.
+func TestContentionIsExclusive(t *testing.T) {
+	t.Parallel()
+	const procs, rounds = 8, 5
+	dir, lock := lockIn(t)
+	work := t.TempDir()
+	truth, overlap, count := filepath.Join(work, "truth"), filepath.Join(work, "overlap"), filepath.Join(work, "count")
+	env := []string{role("critical"), truthEnv + "=" + truth, overlapEnv + "=" + overlap, countEnv + "=" + count}
+
+	runContenders(t, procs, rounds, 60*time.Second, env, func(i, j int) []string {
+		return []string{"--lock", lock, "--wait", "1m", "--poll", "10ms", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin}
+	})
 	if b, err := os.ReadFile(overlap); err == nil {
 		t.Errorf("jobs overlapped:\n%s", b)
 	} else if !errors.Is(err, os.ErrNotExist) {

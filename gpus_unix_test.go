@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,28 +63,9 @@ func TestGPUsContention(t *testing.T) {
 	work := t.TempDir()
 	overlap, count := filepath.Join(work, "overlap"), filepath.Join(work, "count")
 	env := []string{role("gpu-critical"), truthEnv + "=" + work, overlapEnv + "=" + overlap, countEnv + "=" + count}
-	var wg sync.WaitGroup
-	errs := make(chan error, procs*rounds)
-	for i := range procs {
-		wg.Go(func() {
-			for j := range rounds {
-				code, out, err := contextRun(90*time.Second, gpuexecBin, env,
-					"--lock", lock, "--gpus", "0,1,2,3", "--wait", "1m", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin)
-				if err == nil && code != 0 {
-					err = fmt.Errorf("exit status %d", code)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("process %d round %d: %v\n%s", i, j, err, out)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	runContenders(t, procs, rounds, 90*time.Second, env, func(i, j int) []string {
+		return []string{"--lock", lock, "--gpus", "0,1,2,3", "--wait", "1m", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin}
+	})
 	if b, err := os.ReadFile(overlap); err == nil {
 		t.Fatalf("jobs overlapped or saw the wrong device:\n%s", b)
 	}
