@@ -3,13 +3,12 @@ package lock
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"time"
 )
@@ -212,11 +211,7 @@ var errChanged = errors.New("lock file changed while it was being removed")
 // anything created at the path meanwhile. A lock that is already gone is not
 // an error (someone else cleared it first).
 func removeIfSame(path string, judged *Status) error {
-	var rnd [3]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tomb := fmt.Sprintf("%s.stale-%d-%s", path, os.Getpid(), hex.EncodeToString(rnd[:]))
+	tomb := fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
 	if err := retrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -250,11 +245,7 @@ func readAllLimited(path string) ([]byte, error) {
 // info (write a temporary file, rename it over the lock). Readers see the
 // old record or the new one, never a partial one.
 func replaceRecord(path string, info *Info) error {
-	var rnd [3]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.tmp-%d-%s", path, os.Getpid(), hex.EncodeToString(rnd[:]))
+	tmp := fmt.Sprintf("%s.tmp-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
 	if err := createRecord(tmp, info); err != nil {
 		return err
 	}

@@ -588,10 +588,7 @@ var (
 )
 
 func newInfo(o Options) (*Info, error) {
-	token, err := newToken()
-	if err != nil {
-		return nil, err
-	}
+	token := newToken()
 	selfStartOnce.Do(func() { selfStart, _ = processStart(os.Getpid()) })
 	return &Info{
 		PID:        os.Getpid(),
