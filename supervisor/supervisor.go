@@ -106,6 +106,8 @@ func Run(ctx context.Context, cfg Config) int {
 		return code
 	}
 
+	st := newStarter()
+	defer st.close()
 	held, code := acquire(ctx, cfg)
 	if held == nil {
 		return code
@@ -120,7 +122,7 @@ func Run(ctx context.Context, cfg Config) int {
 	default:
 	}
 
-	code = supervise(ctx, cfg, path, held)
+	code = supervise(ctx, cfg, path, held, st)
 	releaseLogged(held, log)
 	return code
 }
@@ -234,33 +236,56 @@ type waited struct {
 	err   error
 }
 
-// start starts cmd on a goroutine locked to its OS thread, which then waits
-// for it: on Linux the child's parent-death signal fires when the thread
-// that forked it ends, so that thread must live as long as the child.
-func start(cmd *exec.Cmd) (<-chan waited, error) {
-	started := make(chan error, 1)
-	done := make(chan waited, 1)
+// starter is a goroutine locked to an OS thread of its own that starts the
+// child and waits for it: on Linux the child's parent-death signal fires
+// when the thread that forked it ends, so that thread must live as long as
+// the child. It is made before the lock is queued for, so that creating the
+// thread and the runtime's checks before a first fork (see warmUp) are done
+// by the time the lock is handed over, not after.
+type starter struct {
+	cmds    chan *exec.Cmd
+	started chan error
+	done    chan waited
+}
+
+func newStarter() *starter {
+	s := &starter{cmds: make(chan *exec.Cmd), started: make(chan error, 1), done: make(chan waited, 1)}
 	go func() {
 		runtime.LockOSThread()
 		// Never unlocked: the thread exits with this goroutine, after
 		// the child is reaped.
-		if err := cmd.Start(); err != nil {
-			started <- err
+		warmUp()
+		cmd, ok := <-s.cmds
+		if !ok {
 			return
 		}
-		started <- nil
+		if err := cmd.Start(); err != nil {
+			s.started <- err
+			return
+		}
+		s.started <- nil
 		err := cmd.Wait()
-		done <- waited{cmd.ProcessState, err}
+		s.done <- waited{cmd.ProcessState, err}
 	}()
-	if err := <-started; err != nil {
+	return s
+}
+
+// start starts cmd on the starter's thread; the channel delivers its end.
+// Call at most once.
+func (s *starter) start(cmd *exec.Cmd) (<-chan waited, error) {
+	s.cmds <- cmd
+	if err := <-s.started; err != nil {
 		return nil, err
 	}
-	return done, nil
+	return s.done, nil
 }
+
+// close ends the starter if it started nothing.
+func (s *starter) close() { close(s.cmds) }
 
 // supervise starts the child and watches it until it and its group are
 // gone, returning the exit status.
-func supervise(ctx context.Context, cfg Config, path string, held holding) int {
+func supervise(ctx context.Context, cfg Config, path string, held holding, st *starter) int {
 	log := cfg.Logger
 	cmd := exec.Command(path, cfg.Argv[1:]...)
 	cmd.Args[0] = cfg.Argv[0]
@@ -282,7 +307,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding) int {
 	inheritLive(cmd, held.liveFiles())
 
 	began := time.Now()
-	done, err := start(cmd)
+	done, err := st.start(cmd)
 	if err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, fs.ErrNotExist) {
