@@ -203,6 +203,10 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
 	}
 	defer wk.close()
+	// What the record says of this process is the same at every try:
+	// work it out while waiting, not when the lock is handed over.
+	hostName()
+	selfStartOnce.Do(findSelfStart)
 
 	var tk *ticket
 	defer func() { tk.drop() }()
@@ -587,9 +591,11 @@ var (
 	selfStart     int64
 )
 
+func findSelfStart() { selfStart, _ = processStart(os.Getpid()) }
+
 func newInfo(o Options) (*Info, error) {
 	token := newToken()
-	selfStartOnce.Do(func() { selfStart, _ = processStart(os.Getpid()) })
+	selfStartOnce.Do(findSelfStart)
 	return &Info{
 		PID:        os.Getpid(),
 		AcquiredAt: time.Now().UTC().Format(isoMillis),
