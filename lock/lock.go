@@ -233,10 +233,14 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pos, wk, poll, probe) {
+		var seq uint64
+		if tk != nil {
+			seq = tk.seq
+		}
+		if !waitForChange(ctx, o, seen, seq, pos, wk, poll, probe) {
 			return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
 		}
-		tk.touch()
+		tk.touch(o.Heartbeat)
 	}
 }
 
@@ -258,18 +262,15 @@ func firstHeld(seen []*Status) *Status {
 // non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
 const LivenessProbe = 100 * time.Millisecond
 
-// headStart is how long a waiter at position p waits, (p-1) times over,
-// after a release before it looks whether the head of the queue took the
-// lock: the head tries at once, and the others keep out of its way.
-const headStart = 3 * time.Millisecond
-
-// waitForChange blocks until something may have changed for this waiter:
-// a release seen in the folder, a holder found gone by the liveness probe,
-// the poll timer. A waiter behind the head answers a release by looking,
-// without the guard, whether the head took the lock; only if a lock is
-// still free does it try (the head may have died). It returns false when
-// ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+// waitForChange blocks until something may have changed for this waiter,
+// whose ticket is seq (0: none) at position pos: for the head of the queue,
+// a release seen in the folder or a holder found gone by the liveness
+// probe; for a waiter behind it, the tickets ahead of it all gone from the
+// folder (it is the head now) or the head's ticket found dead by the probe;
+// for any, a lock turning stale or the poll timer. Releases do not concern a
+// waiter behind the head: the head takes the lock, and waking the others
+// would only crowd the guard while it does. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -278,6 +279,15 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *
 		defer t.Stop()
 		staleC = t.C
 	}
+	head := pos <= 1 || seq == 0
+	var first string // the head's ticket, for a waiter behind it
+	if !head {
+		tickets, err := listTickets(o.Path)
+		if err != nil || len(tickets) == 0 || tickets[0].seq >= seq {
+			return true
+		}
+		first = tickets[0].path
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -285,28 +295,31 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pos int, wk *
 		case <-staleC:
 			return true
 		case <-wk.C():
-			if pos <= 1 {
+			if head {
 				return true
 			}
-			t := time.NewTimer(time.Duration(pos-1) * headStart)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return false
-			case <-t.C:
+		case <-wk.Left():
+			if head {
+				continue
 			}
-			fresh, free := look(o, seen)
-			if free {
-				return true
+			tickets, err := listTickets(o.Path)
+			if err != nil || len(tickets) == 0 || tickets[0].seq >= seq {
+				return true // nobody left ahead: the head now
 			}
-			seen = fresh
+			first = tickets[0].path
 		case <-poll.C:
 			return true
 		case <-probe.C:
+			if !head {
+				// The head died without leaving: trying prunes
+				// its ticket.
+				if !ticketAlive(first) {
+					return true
+				}
+				continue
+			}
 			for _, st := range seen {
-				// A free lock with waiters ahead: the head may be
-				// dead (its ticket is pruned by trying).
-				if holderGone(st) || (pos > 1 && st != nil && st.State == StateFree) {
+				if holderGone(st) {
 					return true
 				}
 			}

@@ -52,9 +52,10 @@ type ticketRecord struct {
 
 // ticket is this process's place in the queue.
 type ticket struct {
-	seq  uint64
-	path string
-	f    *os.File
+	seq     uint64
+	path    string
+	f       *os.File
+	touched time.Time
 }
 
 func ticketPath(lockPath string, seq uint64) string {
@@ -145,7 +146,7 @@ func takeTicket(g *guard, o Options) (*ticket, error) {
 		os.Remove(p)
 		return nil, &fs.PathError{Op: "queue", Path: p, Err: err}
 	}
-	return &ticket{seq: seq, path: p, f: f}, nil
+	return &ticket{seq: seq, path: p, f: f, touched: time.Now()}, nil
 }
 
 // exists reports whether the ticket is still in the folder (a waiter
@@ -155,12 +156,18 @@ func (t *ticket) exists() bool {
 	return err == nil
 }
 
-// touch marks the ticket as belonging to a waiter that is still running.
-func (t *ticket) touch() {
+// touch marks the ticket as belonging to a waiter that is still running,
+// at most once every period: its mtime only has to stay younger than
+// Options.Stale.
+func (t *ticket) touch(period time.Duration) {
 	if t == nil {
 		return
 	}
 	now := time.Now()
+	if now.Sub(t.touched) < period {
+		return
+	}
+	t.touched = now
 	os.Chtimes(t.path, now, now)
 }
 

@@ -2,74 +2,73 @@ package lock
 
 import (
 	"path/filepath"
-
-	"github.com/fsnotify/fsnotify"
+	"strings"
 )
 
 // waker turns changes in the lock's folder into wake-ups for a waiter: one
-// of the lock files removed or renamed away (released, cleared). Tickets
-// coming and going wake nobody: a waiter behind the head has nothing to do
-// until the lock is free again, and waking them all at each handoff would
-// only crowd the guard while the head takes the lock. Where the folder
+// of the lock files removed or renamed away (released, cleared), for the
+// head of the queue; a ticket removed (a waiter served or gone), for the
+// waiters behind it. Everything else in the folder (records written,
+// tickets taken or touched, liveness files) wakes nobody. Where the folder
 // cannot be watched (no inotify instance left, some network filesystems)
-// the waker is nil and the waiter polls.
+// the waker is nil and the waiter polls. The folder is watched by
+// watch_linux.go (inotify, told to report removals only) or watch_other.go
+// (fsnotify).
 type waker struct {
-	w     *fsnotify.Watcher
-	locks map[string]bool
-	c     chan struct{}
-	done  chan struct{}
+	dir     string
+	locks   map[string]bool
+	tickets string // path prefix of the queue's tickets
+	c       chan struct{}
+	left    chan struct{}
+	done    chan struct{} // closed when the watch has stopped
+	stop    func()        // stops the watch
 }
 
 // newWaker watches the folder of lockPath (the queue's anchor) for the
-// removal of any of locks.
+// removal of any of locks and of tickets.
 func newWaker(lockPath string, locks []string) (*waker, error) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Add(filepath.Dir(lockPath)); err != nil {
-		w.Close()
-		return nil, err
-	}
 	set := make(map[string]bool, len(locks))
 	for _, l := range locks {
 		set[l] = true
 	}
-	k := &waker{w: w, locks: set, c: make(chan struct{}, 1), done: make(chan struct{})}
-	go k.run()
+	k := &waker{
+		dir: filepath.Dir(lockPath), locks: set, tickets: lockPath + TicketSuffix,
+		c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if err := k.watch(); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
-func (k *waker) run() {
-	defer close(k.done)
-	for {
-		select {
-		case ev, ok := <-k.w.Events:
-			if !ok {
-				return
-			}
-			if (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) && k.locks[ev.Name] {
-				k.send()
-			}
-		case _, ok := <-k.w.Errors:
-			if !ok {
-				return
-			}
-			// An overflow lost events: wake to look.
-			k.send()
-		}
+// removed is told of each file of the folder removed or renamed away.
+func (k *waker) removed(name string) {
+	path := filepath.Join(k.dir, name)
+	switch {
+	case k.locks[path]:
+		send(k.c)
+	case strings.HasPrefix(path, k.tickets):
+		send(k.left)
 	}
 }
 
-// send delivers a wake-up without blocking; one pending is enough.
-func (k *waker) send() {
+// lost is told when events were lost (a queue overflow) or the watch ended
+// on its own (the folder removed): every waiter looks.
+func (k *waker) lost() {
+	send(k.c)
+	send(k.left)
+}
+
+// send delivers a wake-up on c without blocking; one pending is enough.
+func send(c chan struct{}) {
 	select {
-	case k.c <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
-// C delivers wake-ups; nil (never ready) on a nil waker.
+// C delivers a wake-up when a lock is released; nil (never ready) on a nil
+// waker.
 func (k *waker) C() <-chan struct{} {
 	if k == nil {
 		return nil
@@ -77,11 +76,20 @@ func (k *waker) C() <-chan struct{} {
 	return k.c
 }
 
-// close stops watching and waits for the watcher's goroutine to end.
+// Left delivers a wake-up when a ticket leaves the queue; nil (never ready)
+// on a nil waker.
+func (k *waker) Left() <-chan struct{} {
+	if k == nil {
+		return nil
+	}
+	return k.left
+}
+
+// close stops watching and waits for the watch's goroutine to end.
 func (k *waker) close() {
 	if k == nil {
 		return
 	}
-	k.w.Close()
+	k.stop()
 	<-k.done
 }
