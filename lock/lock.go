@@ -853,8 +853,17 @@ func (h *Held) Release() error {
 	if gerr != nil {
 		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
 	}
-	defer g.release()
-	return h.removeGuarded()
+	removed, err := h.removeRecord()
+	// The guard goes first: the next holder, woken by the removal, is
+	// waiting for it. The liveness lock goes after the record, on every
+	// path; outside the guard is safe, as nobody judges a record that is
+	// gone, and a sweep that finds the file unlocked removes it first.
+	g.release()
+	h.live.release()
+	if removed {
+		h.o.Logger.Info("released GPU lock", "path", h.o.Path)
+	}
+	return err
 }
 
 // stopHeartbeat marks the lock released and stops its heartbeat; false if
@@ -877,17 +886,24 @@ func (h *Held) stopHeartbeat() bool {
 func (h *Held) removeGuarded() error {
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
+	_, err := h.removeRecord()
+	return err
+}
+
+// removeRecord removes the record if it is still ours, reporting whether it
+// did. Call with the guard held (or not to be had), then release the
+// liveness lock.
+func (h *Held) removeRecord() (bool, error) {
 	st, err := h.ours()
 	if errors.Is(err, errNotOurs) {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("lock: release: %w", err)
+		return false, fmt.Errorf("lock: release: %w", err)
 	}
 	if err := removeIfSame(h.o.Path, st); err != nil {
-		return fmt.Errorf("lock: release: %w", err)
+		return false, fmt.Errorf("lock: release: %w", err)
 	}
-	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
-	return nil
+	return true, nil
 }
