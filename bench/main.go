@@ -138,6 +138,8 @@ type bench struct {
 	env      []string // os.Environ without GPUEXEC_, SEEDLOCK_ and BENCH_ variables
 	cs       []*contender
 	bare     []time.Duration // (a): true alone, for reference
+	floorBin string          // (a): bench/floor, built like gpuexec
+	floor    []time.Duration // (a): floor true, for reference
 	load     string          // the 1-minute load average at start
 	gpuexec  gpuexecInfo
 	failed   bool
@@ -283,6 +285,12 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.gpuexec.rev == "" && b.gpuexec.built {
 		b.gpuexec.rev = gitRev(b.root) // built with -buildvcs=false
 	}
+	if b.cfg.sel['a'] {
+		// Built like gpuexec, from the same module and go.sum.
+		if b.floorBin, err = b.build(ctx, "floor", "./bench/floor"); err != nil {
+			return err
+		}
+	}
 	fl := &contender{kind: kFlock, name: "flock(1)", short: "flock"}
 	if fl.bin, err = exec.LookPath("flock"); err != nil {
 		fl.missing = "no flock(1) on PATH"
@@ -344,7 +352,13 @@ func (b *bench) buildGpuexec(ctx context.Context) (string, error) {
 		}
 		return abs, nil
 	}
-	out := filepath.Join(b.dir, "gpuexec")
+	return b.build(ctx, "gpuexec", ".")
+}
+
+// build builds the package pkg of the module into the temporary folder as
+// name, with the -tags and -ldflags gpuexec is built with.
+func (b *bench) build(ctx context.Context, name, pkg string) (string, error) {
+	out := filepath.Join(b.dir, name)
 	args := []string{"build", "-o", out}
 	if b.cfg.tags != "" {
 		args = append(args, "-tags", b.cfg.tags)
@@ -352,13 +366,13 @@ func (b *bench) buildGpuexec(ctx context.Context) (string, error) {
 	if b.cfg.ldflags != "" {
 		args = append(args, "-ldflags", b.cfg.ldflags)
 	}
-	args = append(args, ".")
-	b.logf("building gpuexec: go %s (in %s)", strings.Join(args, " "), b.root)
+	args = append(args, pkg)
+	b.logf("building %s: go %s (in %s)", name, strings.Join(args, " "), b.root)
 	cmd := exec.CommandContext(ctx, goTool(), args...)
 	cmd.Dir = b.root
 	cmd.Env = b.env
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building gpuexec: %v\n%s", err, msg)
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, msg)
 	}
 	return out, nil
 }

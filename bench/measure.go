@@ -20,12 +20,16 @@ import (
 // true alone, run by run in rotating order, so that noise hits all alike.
 func (b *bench) overhead(ctx context.Context) {
 	type entry struct {
-		c      *contender // nil: true alone
+		c      *contender // nil: a reference (true alone, the floor)
 		argv   []string
 		env    []string
 		stderr string
+		refs   *[]time.Duration
 	}
-	entries := []*entry{{argv: []string{b.truePath}, env: b.env, stderr: filepath.Join(b.logs, "a-true.err")}}
+	entries := []*entry{
+		{argv: []string{b.truePath}, env: b.env, stderr: filepath.Join(b.logs, "a-true.err"), refs: &b.bare},
+		{argv: []string{b.floorBin, b.truePath}, env: b.env, stderr: filepath.Join(b.logs, "a-floor.err"), refs: &b.floor},
+	}
 	for _, c := range b.available() {
 		dir, err := b.lockDir("a", c)
 		if err != nil {
@@ -49,13 +53,13 @@ func (b *bench) overhead(ctx context.Context) {
 			d, err := timed(ctx, e.argv, e.env, e.stderr)
 			switch {
 			case err != nil && e.c == nil:
-				b.logf("(a) true: %v", err)
+				b.logf("(a) %s: %v", filepath.Base(e.argv[0]), err)
 				b.failed = true
 				return
 			case err != nil:
 				b.fail(e.c, 'a', err)
 			case e.c == nil:
-				b.bare = append(b.bare, d)
+				*e.refs = append(*e.refs, d)
 			default:
 				e.c.overhead = append(e.c.overhead, d)
 			}
@@ -218,6 +222,7 @@ func (b *bench) handoff(ctx context.Context) {
 			c.handoffs += len(gaps)
 			c.unqueued += unqueued
 			c.sections += len(secs)
+			c.cycles += len(secs)
 			c.overlaps += overlaps
 			b.logf("(b) round %d/%d %s: %d sections in %s, %d handoffs, %d overlaps",
 				r+1, rounds, c.name, len(secs), time.Since(t0).Round(10*time.Millisecond), len(gaps), overlaps)
@@ -276,6 +281,11 @@ func (b *bench) handoffRound(ctx context.Context, c *contender, round, cycles in
 		<-p.done
 		if p.err != nil {
 			errs = append(errs, fmt.Sprintf("loop %d: %v%s", k, p.err, tail(strings.TrimSuffix(outs[k], ".out")+".err")))
+		}
+		// A loop's rusage counts what it reaped: every wrapper it ran
+		// and, through them, their children.
+		if st := p.cmd.ProcessState; st != nil {
+			c.cycleCPU += st.UserTime() + st.SystemTime()
 		}
 	}
 	if ctx.Err() != nil {

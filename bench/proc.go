@@ -42,6 +42,8 @@ type contender struct {
 
 	gaps               []time.Duration // b
 	handoffs, unqueued int             // b: consecutive sections with / without a queued waiter
+	cycleCPU           time.Duration   // b: CPU of the loops, their wrappers and sections
+	cycles             int             // b: sections whose CPU cycleCPU counts
 
 	sections, overlaps int // c, over b and f
 

@@ -109,6 +109,22 @@ func (b *bench) rows() []row {
 			r.cells = b.cellFor('a', func(*contender) string { return "–" })
 		}
 		rows = append(rows, r)
+		if len(b.floor) > 0 {
+			// The floor: a Go program linking gpuexec's libraries that
+			// only runs true, in the gpuexec column.
+			floor := pct(sorted(b.floor), 0.5)
+			r = row{name: "(a) floor: Go with gpuexec's libraries, only running `true`: median, ÷ flock's", target: "–", met: "–"}
+			r.cells = b.cellFor('a', func(c *contender) string {
+				if c != gx {
+					return "–"
+				}
+				if !b.ok(1, 'a') {
+					return ms(floor)
+				}
+				return ms(floor) + " (" + ratio(floor, med(fl)) + ")"
+			})
+			rows = append(rows, r)
+		}
 	}
 	if sel['b'] {
 		p := func(c *contender, q float64) time.Duration { return pct(sorted(c.gaps), q) }
@@ -152,6 +168,14 @@ func (b *bench) rows() []row {
 		if b.ok(0, 'b') && b.ok(1, 'b') && len(gx.gaps) > 0 && len(fl.gaps) > 0 {
 			r.met = yesNo(float64(p(gx, 0.5)) <= 1.5*float64(p(fl, 0.5)))
 		}
+		rows = append(rows, r)
+		r = row{name: "(b) CPU per critical section (wrapper, its child, the loop), ms", target: "–", met: "–"}
+		r.cells = b.cellFor('b', func(c *contender) string {
+			if c.cycles == 0 {
+				return "–"
+			}
+			return ms(c.cycleCPU / time.Duration(c.cycles))
+		})
 		rows = append(rows, r)
 	}
 	if sel['b'] || sel['f'] {
@@ -264,6 +288,9 @@ func (b *bench) notes() []string {
 		if b.cs[2].missing == "" {
 			n += "; seed: `node seedlock.cjs run L bench overhead 0` (start node, acquire, hold 0 ms, release; no child)"
 		}
+		if len(b.floor) > 0 {
+			n += "; floor: bench/floor (a Go program linking urfave/cli, hclog, lumberjack, fsnotify and x/sys that only runs its argument), built like gpuexec, run as `floor true`"
+		}
 		notes = append(notes, n+".")
 	}
 	if sel['b'] {
@@ -271,7 +298,7 @@ func (b *bench) notes() []string {
 		for _, c := range b.available() {
 			counts = append(counts, fmt.Sprintf("%s %d of %d", c.name, c.handoffs, c.handoffs+c.unqueued))
 		}
-		notes = append(notes, fmt.Sprintf("(b) %d contenders x %d cycles holding %s, in %d round(s) taking turns; the section is a re-executed Go program, so a gap includes the wrapper's start of its child. Gaps counted where the next wrapper was started before the previous section began (a waiter was queued): %s.",
+		notes = append(notes, fmt.Sprintf("(b) %d contenders x %d cycles holding %s, in %d round(s) taking turns; the section is a re-executed Go program, so a gap includes the wrapper's start of its child. Gaps counted where the next wrapper was started before the previous section began (a waiter was queued): %s. CPU per section: utime+stime of the loop processes, which count every wrapper they reaped and its child, over the sections.",
 			cfg.contenders, cfg.cycles, cfg.hold, handoffRounds(cfg.cycles), strings.Join(counts, ", ")))
 	}
 	if sel['d'] {
