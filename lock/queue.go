@@ -201,9 +201,13 @@ func ticketAlive(path string) bool {
 	return !ok
 }
 
-// ahead counts the live tickets before seq (all of them for seq 0), pruning
-// on the way the tickets of waiters that are gone or that have not shown
-// life for longer than stale. Call with the guard held.
+// ahead counts the tickets before seq (all of them for seq 0). The first
+// ones, up to the first live ticket, are checked, and pruned if their
+// waiter is gone or has not shown life for longer than stale; the ones
+// behind a live ticket are counted as they are: nobody behind it is served
+// before it, and each is checked when it comes first. That keeps the work
+// under the guard the same for any length of queue. Call with the guard
+// held.
 func ahead(lockPath string, seq uint64, stale time.Duration) (int, error) {
 	tickets, err := listTickets(lockPath)
 	if err != nil {
@@ -214,13 +218,15 @@ func ahead(lockPath string, seq uint64, stale time.Duration) (int, error) {
 		if seq != 0 && t.seq >= seq {
 			break
 		}
-		fi, err := os.Stat(t.path)
-		if err != nil {
-			continue
-		}
-		if !ticketAlive(t.path) || time.Since(fi.ModTime()) > stale {
-			os.Remove(t.path)
-			continue
+		if n == 0 {
+			fi, err := os.Stat(t.path)
+			if err != nil {
+				continue
+			}
+			if !ticketAlive(t.path) || time.Since(fi.ModTime()) > stale {
+				os.Remove(t.path)
+				continue
+			}
 		}
 		n++
 	}
