@@ -325,13 +325,12 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	}
 	defer grp.close()
 	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
-	if err := held.RecordChild(grp.id()); err != nil {
-		log.Debug("could not record the job's group in the lock", "error", err)
-	}
+	rec := recordChild(held, grp.id(), log)
 
 	w := &watch{cfg: cfg, grp: grp, log: log, lostC: held.Lost()}
 	res := w.run(ctx, done)
 	w.drain()
+	rec.stop()
 
 	code := exitStatus(res.state)
 	switch {
@@ -342,6 +341,49 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	}
 	log.Info("job exited", "status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String())
 	return code
+}
+
+// RecordChildAfter is how long the job runs before its process group is
+// written into the lock's record. The record names the group so that
+// processes of the job that outlive gpuexec without the liveness file keep
+// the lock held; a job that ends sooner needs no such record, and rewriting
+// the record (the guard, a file written and renamed) as the job starts
+// would compete for the CPU with its start-up and with the next job's
+// handoff. Waiting longer would widen the window in which a gpuexec killed
+// with SIGKILL leaves such processes uncovered (README, Guarantees).
+const RecordChildAfter = 100 * time.Millisecond
+
+// recording is the pending write of the job's group into the record.
+type recording struct {
+	cancel chan struct{}
+	done   chan struct{}
+}
+
+// recordChild writes the job's group id into the record once the job has
+// run for RecordChildAfter, unless stopped first.
+func recordChild(held holding, id int, log hclog.Logger) *recording {
+	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTimer(RecordChildAfter)
+		defer t.Stop()
+		select {
+		case <-r.cancel:
+			return
+		case <-t.C:
+		}
+		if err := held.RecordChild(id); err != nil {
+			log.Debug("could not record the job's group in the lock", "error", err)
+		}
+	}()
+	return r
+}
+
+// stop cancels the write if it has not begun and waits for it if it has:
+// the record is not rewritten once the lock is being released.
+func (r *recording) stop() {
+	close(r.cancel)
+	<-r.done
 }
 
 // watch is the select loop over child exit, signals, timeout and lock loss.

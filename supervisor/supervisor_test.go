@@ -115,3 +115,42 @@ func TestLockReleasedAfterRun(t *testing.T) {
 		t.Fatalf("lock left after Run: %v", err)
 	}
 }
+
+// recordCounter is a holding that counts RecordChild calls.
+type recordCounter struct {
+	holding
+	calls chan int
+}
+
+func (r recordCounter) RecordChild(pgid int) error {
+	r.calls <- pgid
+	return nil
+}
+
+func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
+	t.Run("a job that ends sooner is not recorded", func(t *testing.T) {
+		h := recordCounter{calls: make(chan int, 1)}
+		recordChild(h, 42, hclog.NewNullLogger()).stop()
+		select {
+		case id := <-h.calls:
+			t.Fatalf("RecordChild(%d) called for a job stopped before RecordChildAfter", id)
+		default:
+		}
+	})
+	t.Run("a job that runs on is recorded once", func(t *testing.T) {
+		h := recordCounter{calls: make(chan int, 2)}
+		r := recordChild(h, 42, hclog.NewNullLogger())
+		select {
+		case id := <-h.calls:
+			if id != 42 {
+				t.Fatalf("RecordChild(%d), want 42", id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("RecordChild not called")
+		}
+		r.stop()
+		if len(h.calls) != 0 {
+			t.Fatal("RecordChild called more than once")
+		}
+	})
+}

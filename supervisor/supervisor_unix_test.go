@@ -138,3 +138,40 @@ func waitFile(t *testing.T, path string) {
 	}
 	t.Errorf("%s did not appear", path)
 }
+
+// The record names the job's process group once the job has run for
+// RecordChildAfter, through the real lock.
+func TestRecordNamesTheJobsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg, logs := testConfig(t, "sh", "-c", `echo $$ > "$0"; read x; exit 0`, pidFile)
+	in, feed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cfg.Stdin = in
+	code := make(chan int, 1)
+	go func() { code <- Run(context.Background(), cfg) }()
+	status := -1
+	finish := func() int {
+		if status < 0 {
+			feed.Close()
+			status = <-code
+		}
+		return status
+	}
+	t.Cleanup(func() { finish() })
+
+	waitUntil(t, "the record to name the job's group", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid == 0 {
+			return false
+		}
+		rec, err := os.ReadFile(cfg.Lock.Path)
+		return err == nil && bytes.Contains(rec, []byte(`"childPgid":`+strconv.Itoa(pid)))
+	})
+	if c := finish(); c != 0 {
+		t.Fatalf("Run = %d\n%s", c, logs)
+	}
+}
