@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,11 +63,13 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{
 		"(a) overhead of `-- true`",
 		"(a) overhead median ÷ flock's",
+		"(a) floor: Go with gpuexec's libraries",
 		"(b) handoff gap p50",
 		"(b) handoff gap p90",
 		"(b) handoff gap p99",
 		"(b) handoff gap max",
 		"(b) handoff gap p50 ÷ flock's",
+		"(b) CPU per critical section",
 		"(c) overlapping critical sections",
 		"(d) CPU of one waiter",
 		"(e) RSS of the wrapper",
@@ -81,6 +85,16 @@ func TestQuick(t *testing.T) {
 			t.Errorf("no row %q", want)
 			continue
 		}
+		if strings.HasPrefix(want, "(a) floor") && !regexp.MustCompile(`^[0-9.]+ \([0-9.]+×\)$`).MatchString(found[1]) {
+			t.Errorf("floor: %q, want its median and ratio to flock's", found[1])
+		}
+		if strings.HasPrefix(want, "(b) CPU") {
+			for i, c := range found[1:4] {
+				if _, err := strconv.ParseFloat(c, 64); err != nil {
+					t.Errorf("CPU per section of contender %d: %q, want milliseconds", i+1, c)
+				}
+			}
+		}
 		if strings.HasPrefix(want, "(c)") {
 			for i, c := range found[1:4] {
 				if !strings.HasPrefix(c, "0 of ") || c == "0 of 0" {
@@ -89,7 +103,7 @@ func TestQuick(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 11 {
-		t.Errorf("%d rows, want 11", len(rows))
+	if len(rows) != 13 {
+		t.Errorf("%d rows, want 13", len(rows))
 	}
 }
