@@ -47,6 +47,13 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 			return nil, err
 		}
 		ok, err := tryLockFile(f)
+		if err == nil && !ok {
+			// Held: wait for it in the kernel where that is possible.
+			var gaveUp bool
+			if ok, gaveUp, err = waitLockFile(ctx, f); gaveUp {
+				return nil, err // f is waitLockFile's now
+			}
+		}
 		if err != nil {
 			f.Close()
 			return nil, &fs.PathError{Op: "lock", Path: gpath, Err: err}

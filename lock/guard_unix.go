@@ -3,6 +3,7 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"os"
 
@@ -34,4 +35,35 @@ func tryLockShared(f *os.File) (ok bool, err error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// waitLockFile takes an exclusive flock on f, waiting in the kernel, which
+// hands the lock to a waiter the moment its holder lets go: no polling, no
+// sleeping past the release. If ctx ends first it reports gaveUp, and f is
+// no longer the caller's: it is closed once the wait ends (the lock, if it
+// came, dropped first).
+func waitLockFile(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err == nil, false, err
+	case <-ctx.Done():
+		go func() {
+			if err := <-done; err == nil {
+				unlockFile(f)
+			}
+			f.Close()
+		}()
+		return false, true, ctx.Err()
+	}
 }

@@ -3,6 +3,7 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"os"
 
@@ -44,4 +45,11 @@ func tryLockShared(f *os.File) (ok bool, err error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// waitLockFile reports ok=false at once: the caller polls with tryLockFile.
+// A blocking LockFileEx would need a handle opened for synchronous I/O and
+// cannot be abandoned when ctx ends.
+func waitLockFile(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
+	return false, false, nil
 }

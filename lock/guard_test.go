@@ -1,0 +1,72 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A guard held by someone else is handed over when they let go, and a wait
+// for it ends with its context.
+func TestGuardWaitsForItsHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.lock")
+	held, err := takeGuard(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("given up when the context ends", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if g, err := takeGuard(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
+			g.release()
+			t.Fatalf("takeGuard while held = %v, want the context's deadline", err)
+		}
+	})
+
+	t.Run("handed over on release", func(t *testing.T) {
+		got := make(chan error, 1)
+		var g *guard
+		go func() {
+			var err error
+			g, err = takeGuard(context.Background(), path)
+			got <- err
+		}()
+		// The waiter has not got it while it is held: the guard's
+		// exclusivity is what every other test relies on, so only a
+		// short look here.
+		select {
+		case err := <-got:
+			t.Fatalf("takeGuard returned (%v) while the guard is held", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		held.release()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.release()
+		case <-time.After(10 * time.Second):
+			t.Fatal("takeGuard still waiting after the guard was released")
+		}
+	})
+
+	// The wait given up above has dropped what it got, so the guard is
+	// free now.
+	waitUntil(t, "the abandoned wait to let go of the guard", func() bool {
+		f, err := os.OpenFile(path+GuardSuffix, os.O_RDWR, 0)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		ok, err := tryLockFile(f)
+		if ok {
+			unlockFile(f)
+		}
+		return ok && err == nil
+	})
+}
