@@ -1,0 +1,178 @@
+package lock
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// fakeWaker is a waker with no watch behind it: the test delivers its
+// wake-ups.
+func fakeWaker() *waker {
+	return &waker{c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}), stop: func() {}}
+}
+
+// deliver sends a wake-up and returns once waitForChange has taken it.
+func deliver(t *testing.T, c chan struct{}, returned <-chan bool, what string) {
+	t.Helper()
+	c <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c) > 0 {
+		select {
+		case r := <-returned:
+			t.Fatalf("waitForChange returned %v before taking %s", r, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waitForChange never took %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stillWaiting proves that waitForChange went back to waiting after the
+// wake-ups it was given: it takes one more (on c, which must not end the
+// wait either). What that last one makes it do may still be under way when
+// stillWaiting returns.
+func stillWaiting(t *testing.T, c chan struct{}, returned <-chan bool, what string) {
+	t.Helper()
+	deliver(t, c, returned, what)
+	select {
+	case r := <-returned:
+		t.Fatalf("waitForChange returned %v on %s", r, what)
+	default:
+	}
+}
+
+func awaitReturn(t *testing.T, returned <-chan bool, why string) {
+	t.Helper()
+	select {
+	case r := <-returned:
+		if !r {
+			t.Fatalf("waitForChange returned false on %s", why)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waitForChange did not return on %s", why)
+	}
+}
+
+// queueOf makes tickets 1..n beside o.Path, held by this process (as live
+// waiters' are), and returns them.
+func queueOf(t *testing.T, o Options, n int) []*ticket {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out []*ticket
+	for range n {
+		g, err := takeGuard(context.Background(), o.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := takeTicket(g, o)
+		g.release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tk.drop)
+		out = append(out, tk)
+	}
+	return out
+}
+
+func TestWaitForChange(t *testing.T) {
+	never := func() (*time.Timer, *time.Ticker) { return time.NewTimer(time.Hour), time.NewTicker(time.Hour) }
+
+	t.Run("behind the head: releases are ignored, the head leaving ends the wait", func(t *testing.T) {
+		o := testOptions(t)
+		q := queueOf(t, o, 2)
+		k := fakeWaker()
+		poll, probe := never()
+		defer poll.Stop()
+		defer probe.Stop()
+		returned := make(chan bool, 1)
+		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+
+		deliver(t, k.c, returned, "a release")
+		stillWaiting(t, k.c, returned, "another release")
+		q[0].drop() // the head took the lock and left the queue
+		deliver(t, k.left, returned, "the head leaving")
+		awaitReturn(t, returned, "the head leaving")
+	})
+
+	t.Run("behind the head: a waiter behind leaving changes nothing", func(t *testing.T) {
+		o := testOptions(t)
+		q := queueOf(t, o, 3)
+		k := fakeWaker()
+		poll, probe := never()
+		defer poll.Stop()
+		defer probe.Stop()
+		returned := make(chan bool, 1)
+		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+
+		q[2].drop()
+		deliver(t, k.left, returned, "a waiter behind leaving")
+		// Taken only once the last wake-up has been dealt with: the
+		// queue may change now.
+		stillWaiting(t, k.c, returned, "a release, after a waiter behind left")
+		q[0].drop()
+		deliver(t, k.left, returned, "the head leaving")
+		awaitReturn(t, returned, "the head leaving")
+	})
+
+	t.Run("the head: tickets leaving are ignored, a release ends the wait", func(t *testing.T) {
+		o := testOptions(t)
+		q := queueOf(t, o, 2)
+		k := fakeWaker()
+		poll, probe := never()
+		defer poll.Stop()
+		defer probe.Stop()
+		returned := make(chan bool, 1)
+		go func() { returned <- waitForChange(context.Background(), o, nil, q[0].seq, 1, k, poll, probe) }()
+
+		q[1].drop()
+		deliver(t, k.left, returned, "a ticket leaving")
+		stillWaiting(t, k.left, returned, "another ticket leaving")
+		deliver(t, k.c, returned, "a release")
+		awaitReturn(t, returned, "a release")
+	})
+
+	t.Run("behind a head that died: the probe ends the wait", func(t *testing.T) {
+		o := testOptions(t)
+		q := queueOf(t, o, 2)
+		// The head's process is gone: its ticket stays, its kernel lock
+		// does not.
+		unlockFile(q[0].f)
+		k := fakeWaker()
+		poll := time.NewTimer(time.Hour)
+		defer poll.Stop()
+		probe := time.NewTicker(time.Millisecond)
+		defer probe.Stop()
+		returned := make(chan bool, 1)
+		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+		awaitReturn(t, returned, "the probe finding the head dead")
+	})
+
+	t.Run("the context ends the wait", func(t *testing.T) {
+		o := testOptions(t)
+		q := queueOf(t, o, 2)
+		k := fakeWaker()
+		poll, probe := never()
+		defer poll.Stop()
+		defer probe.Stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		returned := make(chan bool, 1)
+		go func() { returned <- waitForChange(ctx, o, nil, q[1].seq, 2, k, poll, probe) }()
+		cancel()
+		select {
+		case r := <-returned:
+			if r {
+				t.Fatal("waitForChange returned true when its context ended")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("waitForChange did not return when its context ended")
+		}
+	})
+}
