@@ -23,10 +23,12 @@ import (
 // so processes that know nothing of the sidecar still exclude gpuexec.
 const GuardSuffix = ".guard"
 
-// The pause between tries for the guard starts at guardFirstRetry and
+// Where the guard cannot be waited for in the kernel (Windows; see
+// waitLockFile), the pause between tries starts at guardFirstRetry and
 // doubles up to guardRetry. The guard is held for a few system calls at a
 // time (tens of microseconds), so the first tries come quickly: a waiter
-// woken by a release meets the releaser still holding it.
+// woken by a release meets the releaser still holding it. On Unix a try
+// comes again only if the sidecar was replaced while it was waited for.
 const (
 	guardFirstRetry = 50 * time.Microsecond
 	guardRetry      = 2 * time.Millisecond
