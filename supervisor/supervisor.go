@@ -236,36 +236,33 @@ type waited struct {
 	err   error
 }
 
-// starter is a goroutine locked to an OS thread of its own that starts the
-// child and waits for it: on Linux the child's parent-death signal fires
-// when the thread that forked it ends, so that thread must live as long as
-// the child. It is made before the lock is queued for, so that creating the
-// thread and the runtime's checks before a first fork (see warmUp) are done
-// by the time the lock is handed over, not after.
+// starter is a goroutine locked to an OS thread of its own that forks the
+// child and keeps that thread alive until close: on Linux the child's
+// parent-death signal fires when the thread that forked it ends. It is made
+// before the lock is queued for, so that creating the thread and the
+// runtime's checks before a first fork (see warmUp) are done by the time
+// the lock is handed over, not after. The child is waited for on an
+// ordinary goroutine, which hands its end to the watch loop without waking
+// another thread.
 type starter struct {
 	cmds    chan *exec.Cmd
 	started chan error
-	done    chan waited
+	end     chan struct{}
 }
 
 func newStarter() *starter {
-	s := &starter{cmds: make(chan *exec.Cmd), started: make(chan error, 1), done: make(chan waited, 1)}
+	s := &starter{cmds: make(chan *exec.Cmd), started: make(chan error, 1), end: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread()
-		// Never unlocked: the thread exits with this goroutine, after
-		// the child is reaped.
+		// Never unlocked: the thread exits with this goroutine, at close.
 		warmUp()
-		cmd, ok := <-s.cmds
-		if !ok {
+		select {
+		case cmd := <-s.cmds:
+			s.started <- cmd.Start()
+		case <-s.end:
 			return
 		}
-		if err := cmd.Start(); err != nil {
-			s.started <- err
-			return
-		}
-		s.started <- nil
-		err := cmd.Wait()
-		s.done <- waited{cmd.ProcessState, err}
+		<-s.end
 	}()
 	return s
 }
@@ -277,11 +274,18 @@ func (s *starter) start(cmd *exec.Cmd) (<-chan waited, error) {
 	if err := <-s.started; err != nil {
 		return nil, err
 	}
-	return s.done, nil
+	done := make(chan waited, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- waited{cmd.ProcessState, err}
+	}()
+	return done, nil
 }
 
-// close ends the starter if it started nothing.
-func (s *starter) close() { close(s.cmds) }
+// close lets the starter's thread end. Call once the child is reaped and
+// its group drained: on Linux the thread's end would kill a child still
+// running.
+func (s *starter) close() { close(s.end) }
 
 // supervise starts the child and watches it until it and its group are
 // gone, returning the exit status.
