@@ -265,11 +265,12 @@ const LivenessProbe = 100 * time.Millisecond
 // waitForChange blocks until something may have changed for this waiter,
 // whose ticket is seq (0: none) at position pos: for the head of the queue,
 // a release seen in the folder or a holder found gone by the liveness
-// probe; for a waiter behind it, the tickets ahead of it all gone from the
-// folder (it is the head now) or the head's ticket found dead by the probe;
-// for any, a lock turning stale or the poll timer. Releases do not concern a
-// waiter behind the head: the head takes the lock, and waking the others
-// would only crowd the guard while it does. It returns false when ctx ends.
+// probe; for a waiter behind it, the live ticket just ahead of its own
+// leaving the queue (found by the folder's events, or by the probe where
+// its waiter died) and none live left ahead (it is the head now); for any,
+// a lock turning stale or the poll timer. Releases do not concern a waiter
+// behind the head: the head takes the lock, and waking the others would
+// only cost them CPU at every handoff. It returns false when ctx ends.
 func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
@@ -280,13 +281,17 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 		staleC = t.C
 	}
 	head := pos <= 1 || seq == 0
-	var first string // the head's ticket, for a waiter behind it
-	if !head {
-		tickets, err := listTickets(o.Path)
-		if err != nil || len(tickets) == 0 || tickets[0].seq >= seq {
-			return true
+	var ahead string // the ticket this waiter follows, behind the head
+	if head {
+		if wk.watchReleases() {
+			// The folder was not watched until now: a release
+			// before then went unseen.
+			if _, free := look(o, seen); free {
+				return true
+			}
 		}
-		first = tickets[0].path
+	} else if ahead = follow(o.Path, seq, wk); ahead == "" {
+		return true
 	}
 	for {
 		select {
@@ -302,19 +307,20 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 			if head {
 				continue
 			}
-			tickets, err := listTickets(o.Path)
-			if err != nil || len(tickets) == 0 || tickets[0].seq >= seq {
-				return true // nobody left ahead: the head now
+			if ahead = follow(o.Path, seq, wk); ahead == "" {
+				return true // nobody live ahead: the head now
 			}
-			first = tickets[0].path
 		case <-poll.C:
 			return true
 		case <-probe.C:
 			if !head {
-				// The head died without leaving: trying prunes
-				// its ticket.
-				if !ticketAlive(first) {
-					return true
+				// A waiter ahead that died leaves its ticket:
+				// follow the next one ahead (the front of the
+				// queue prunes dead tickets).
+				if !ticketAlive(ahead) {
+					if ahead = follow(o.Path, seq, wk); ahead == "" {
+						return true
+					}
 				}
 				continue
 			}
@@ -325,6 +331,32 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 			}
 		}
 	}
+}
+
+// follow finds the live ticket nearest ahead of seq's and has wk watch it,
+// returning its path, or "" when no live ticket is ahead.
+func follow(lockPath string, seq uint64, wk *waker) string {
+	for range maxAttempts {
+		tickets, err := listTickets(lockPath)
+		if err != nil {
+			return ""
+		}
+		var ahead string
+		for i := len(tickets) - 1; i >= 0; i-- {
+			if t := tickets[i]; t.seq < seq && ticketAlive(t.path) {
+				ahead = t.path
+				break
+			}
+		}
+		if ahead == "" {
+			return ""
+		}
+		if wk.follow(ahead) {
+			return ahead
+		}
+		// Gone between the listing and the watch: list again.
+	}
+	return ""
 }
 
 // staleMargin is added to the time a lock turns stale before looking again,

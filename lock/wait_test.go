@@ -176,3 +176,53 @@ func TestWaitForChange(t *testing.T) {
 		}
 	})
 }
+
+// With the folder really watched: a waiter behind the head follows the live
+// ticket nearest ahead of it, and once it is the head, a release that came
+// while it was not watching the folder is not missed.
+func TestWaitForChangeWatched(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	held, err := Inspect(o.Path, o.Stale)
+	if err != nil || held.State != StateHeld {
+		t.Fatalf("Inspect = %+v, %v; want held", held, err)
+	}
+	q := queueOf(t, o, 3)
+	mine := q[2]
+	k, err := newWaker(o.Path, []string{o.Path})
+	if err != nil {
+		t.Skipf("cannot watch the folder here: %v", err)
+	}
+	defer k.close()
+	poll, probe := time.NewTimer(time.Hour), time.NewTicker(time.Hour)
+	defer poll.Stop()
+	defer probe.Stop()
+
+	returned := make(chan bool, 1)
+	go func() {
+		returned <- waitForChange(context.Background(), o, []*Status{held}, mine.seq, 3, k, poll, probe)
+	}()
+	// The head leaving does not make this waiter the head: the one
+	// behind it is still ahead, alive.
+	q[0].drop()
+	select {
+	case r := <-returned:
+		t.Fatalf("waitForChange returned %v with a live waiter still ahead", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	q[1].drop()
+	awaitReturn(t, returned, "the last waiter ahead leaving")
+
+	// The head now; the lock is released before it waits again.
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		returned <- waitForChange(context.Background(), o, []*Status{held}, mine.seq, 1, k, poll, probe)
+	}()
+	awaitReturn(t, returned, "a release that came before the head watched the folder")
+}

@@ -12,7 +12,8 @@ import (
 // tickets taken or touched, liveness files) wakes nobody. Where the folder
 // cannot be watched (no inotify instance left, some network filesystems)
 // the waker is nil and the waiter polls. The folder is watched by
-// watch_linux.go (inotify, told to report removals only) or watch_other.go
+// watch_linux.go (inotify, told to report removals only, and only for the
+// head; a waiter behind it follows one ticket) or watch_other.go
 // (fsnotify).
 type waker struct {
 	dir     string
@@ -22,6 +23,7 @@ type waker struct {
 	left    chan struct{}
 	done    chan struct{} // closed when the watch has stopped
 	stop    func()        // stops the watch
+	os      osWatch       // what the watch of this OS keeps
 }
 
 // newWaker watches the folder of lockPath (the queue's anchor) for the

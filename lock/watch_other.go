@@ -3,10 +3,15 @@
 package lock
 
 import (
+	"os"
 	"path/filepath"
 
 	"github.com/fsnotify/fsnotify"
 )
+
+// osWatch has nothing of its own outside Linux: the folder is watched with
+// fsnotify, which reports every ticket's removal, for every waiter.
+type osWatch struct{}
 
 // watch watches k.dir with fsnotify, passing on removals and renames.
 func (k *waker) watch() error {
@@ -39,4 +44,14 @@ func (k *waker) watch() error {
 		}
 	}()
 	return nil
+}
+
+// watchReleases: the folder is always watched here.
+func (k *waker) watchReleases() (added bool) { return false }
+
+// follow reports whether the ticket at path is still there; its removal
+// comes with the folder's events.
+func (k *waker) follow(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
