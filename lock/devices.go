@@ -247,6 +247,15 @@ func (s *DeviceSet) LiveFiles() []*os.File {
 	return files
 }
 
+// NoteChild is Held.NoteChild for every device.
+func (s *DeviceSet) NoteChild(pgid int) error {
+	var errs []error
+	for _, h := range s.held {
+		errs = append(errs, h.NoteChild(pgid))
+	}
+	return errors.Join(errs...)
+}
+
 // RecordChild records the job's process group in every device's lock.
 func (s *DeviceSet) RecordChild(pgid int) error {
 	var errs []error

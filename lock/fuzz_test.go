@@ -99,14 +99,19 @@ func FuzzParseRecord(f *testing.F) {
 
 // fuzzProber is a prober whose answers come from the fuzzer.
 type fuzzProber struct {
-	isAlive, startKnown, group, liveKnown, liveIsHeld bool
-	start                                             int64
+	isAlive, startKnown, group, liveKnown, liveIsHeld, noted bool
+	start                                                    int64
 }
 
-func (p fuzzProber) alive(int) bool                     { return p.isAlive }
-func (p fuzzProber) startTime(int) (int64, bool)        { return p.start, p.startKnown }
-func (p fuzzProber) groupAlive(int) bool                { return p.group }
-func (p fuzzProber) liveHeld(string) (held, known bool) { return p.liveIsHeld, p.liveKnown }
+func (p fuzzProber) alive(int) bool              { return p.isAlive }
+func (p fuzzProber) startTime(int) (int64, bool) { return p.start, p.startKnown }
+func (p fuzzProber) groupAlive(int) bool         { return p.group }
+func (p fuzzProber) liveHeld(string) (held, known bool, group int) {
+	if p.liveKnown && !p.liveIsHeld && p.noted {
+		group = 300
+	}
+	return p.liveIsHeld, p.liveKnown, group
+}
 
 func FuzzJudge(f *testing.F) {
 	f.Add([]byte(`{"pid":100,"token":"0123456789abcdef","pidStart":5000,"childPgid":200}`), int64(60_000), int64(5_400_000), uint8(0b00011), int64(5000), false)
@@ -121,6 +126,7 @@ func FuzzJudge(f *testing.F) {
 			group:      bits&4 != 0,
 			liveKnown:  bits&8 != 0,
 			liveIsHeld: bits&16 != 0,
+			noted:      bits&32 != 0,
 			start:      start,
 		}
 		now := time.Date(2026, 10, 12, 20, 18, 0, 0, time.UTC)
@@ -167,6 +173,7 @@ func FuzzJudge(f *testing.F) {
 		aliveSign := foreign ||
 			(p.liveKnown && p.liveIsHeld) ||
 			(info.ChildPGID > 0 && p.group) ||
+			(info.ChildPGID == 0 && p.liveKnown && !p.liveIsHeld && p.noted && p.group) ||
 			(!p.liveKnown && p.isAlive && !recycled)
 		if aliveSign != st.Alive {
 			t.Fatalf("judged %s (%s) with liveness %+v, record %+v, other host %v: want alive %v",

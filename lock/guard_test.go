@@ -70,3 +70,34 @@ func TestGuardWaitsForItsHolder(t *testing.T) {
 		return ok && err == nil
 	})
 }
+
+// The job's group noted in the liveness file is read by a probe that finds
+// the liveness lock free, and not otherwise.
+func TestNotedGroupIsReadWhenTheLivenessLockIsFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.lock")
+	const token = "0123456789abcdef"
+	l, err := takeLive(path, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if held, known, group := probeLive(path, token); !held || !known || group != 0 {
+		t.Fatalf("probe of a held liveness lock, nothing noted = %v, %v, %d; want held, known, 0", held, known, group)
+	}
+	if err := l.note(4321); err != nil {
+		t.Fatal(err)
+	}
+	if held, known, group := probeLive(path, token); !held || !known || group != 0 {
+		t.Fatalf("probe of a held liveness lock = %v, %v, %d; want held, known, 0", held, known, group)
+	}
+	// The holder is gone (its kernel lock dropped), its file is left.
+	if err := unlockFile(l.f); err != nil {
+		t.Fatal(err)
+	}
+	if held, known, group := probeLive(path, token); held || !known || group != 4321 {
+		t.Fatalf("probe of a free liveness lock = %v, %v, %d; want free, known, 4321", held, known, group)
+	}
+	if held, known, group := probeLive(path, "fedcba9876543210"); held || known || group != 0 {
+		t.Fatalf("probe of no liveness file = %v, %v, %d; want free, unknown, 0", held, known, group)
+	}
+}

@@ -78,17 +78,20 @@ type prober interface {
 	// groupAlive reports whether any process of process group pgid exists.
 	groupAlive(pgid int) bool
 	// liveHeld reports whether the liveness lock of the holder with this
-	// token is held; known=false when it has no liveness file.
-	liveHeld(token string) (held, known bool)
+	// token is held; known=false when it has no liveness file. When it is
+	// free, group is the job's process group noted in the file (0: none).
+	liveHeld(token string) (held, known bool, group int)
 }
 
 // osProber asks the OS about the lock at lockPath.
 type osProber struct{ lockPath string }
 
-func (osProber) alive(pid int) bool                         { return processAlive(pid) }
-func (osProber) startTime(pid int) (int64, bool)            { return processStart(pid) }
-func (osProber) groupAlive(pgid int) bool                   { return groupAlive(pgid) }
-func (p osProber) liveHeld(token string) (held, known bool) { return probeLive(p.lockPath, token) }
+func (osProber) alive(pid int) bool              { return processAlive(pid) }
+func (osProber) startTime(pid int) (int64, bool) { return processStart(pid) }
+func (osProber) groupAlive(pgid int) bool        { return groupAlive(pgid) }
+func (p osProber) liveHeld(token string) (held, known bool, group int) {
+	return probeLive(p.lockPath, token)
+}
 
 func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }
 func fmtStamp(t time.Time) string   { return t.Local().Format("2006-01-02 15:04:05") }
@@ -160,7 +163,7 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		setHeld("held from host %s: only its heartbeat can be checked", info.Host)
 		return
 	}
-	held, known := p.liveHeld(info.Token)
+	held, known, noted := p.liveHeld(info.Token)
 	if known && held {
 		// The kernel says the holder or a process of its job runs:
 		// nothing a pid could say overrules that.
@@ -186,8 +189,14 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		setHeld("")
 		return
 	}
-	if info.ChildPGID > 0 && p.groupAlive(info.ChildPGID) {
-		setHeld("%s but its job (process group %d) is still running", gone, info.ChildPGID)
+	// The job's group: from the record, or, before the record names it,
+	// as the holder noted it in its liveness file when the job started.
+	pgid := info.ChildPGID
+	if pgid == 0 {
+		pgid = noted
+	}
+	if pgid > 0 && p.groupAlive(pgid) {
+		setHeld("%s but its job (process group %d) is still running", gone, pgid)
 		return
 	}
 	setStale("%s", gone)

@@ -12,6 +12,7 @@ type fakeProber struct {
 	starts    map[int]int64
 	groups    map[int]bool
 	live      map[string]bool // token -> held; absent: no liveness file
+	noted     map[string]int  // token -> group noted in its liveness file
 }
 
 func (f fakeProber) alive(pid int) bool { return f.alivePIDs[pid] }
@@ -20,9 +21,12 @@ func (f fakeProber) startTime(pid int) (int64, bool) {
 	return s, ok
 }
 func (f fakeProber) groupAlive(pgid int) bool { return f.groups[pgid] }
-func (f fakeProber) liveHeld(token string) (held, known bool) {
+func (f fakeProber) liveHeld(token string) (held, known bool, group int) {
 	held, known = f.live[token]
-	return held, known
+	if known && !held {
+		group = f.noted[token]
+	}
+	return held, known, group
 }
 
 func TestJudge(t *testing.T) {
@@ -72,6 +76,14 @@ func TestJudge(t *testing.T) {
 			fakeProber{alivePIDs: map[int]bool{100: true}, live: map[string]bool{"0123456789abcdef": false}}, StateStale, "liveness lock is free"},
 		{"liveness lock free, job group runs", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
 			fakeProber{live: map[string]bool{"0123456789abcdef": false}, groups: map[int]bool{200: true}}, StateHeld, "still running"},
+		{"liveness lock free, job group noted in it runs", rec(nil), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}, groups: map[int]bool{300: true}},
+			StateHeld, "process group 300"},
+		{"liveness lock free, job group noted in it gone", rec(nil), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}}, StateStale, "liveness lock is free"},
+		{"the record's group goes before the noted one", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}, groups: map[int]bool{200: true}},
+			StateHeld, "process group 200"},
 		{"liveness lock held, no heartbeat for long", rec(nil), 2 * time.Hour,
 			fakeProber{live: map[string]bool{"0123456789abcdef": true}}, StateStale, "no heartbeat"},
 		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
 )
 
 // LiveSuffix names a holder's liveness file: "<lock>.live-<token>". The
@@ -43,6 +44,18 @@ func takeLive(lockPath, token string) (*liveLock, error) {
 	return &liveLock{path: p, f: f}, nil
 }
 
+// maxNote bounds what a judge reads of a liveness file: a process group id.
+const maxNote = 20
+
+// note writes the job's process group into the liveness file: one write to
+// a file the holder alone writes, with no guard and no new file, so that it
+// can be done the moment the job starts. A judge that finds the liveness
+// lock free reads it (see probeLive) when the record names no group yet.
+func (l *liveLock) note(pgid int) error {
+	_, err := l.f.WriteAt([]byte(strconv.Itoa(pgid)), 0)
+	return err
+}
+
 // release removes the liveness file and drops the lock. Processes of the
 // job that still hold the inherited file keep the kernel lock until they
 // exit, but the file is gone from the folder.
@@ -59,24 +72,31 @@ func (l *liveLock) release() {
 
 // probeLive reports whether the liveness lock of token is held (known=false
 // when there is no liveness file: a record of the seed's tool, or one whose
-// holder died before creating it).
-func probeLive(lockPath, token string) (held, known bool) {
+// holder died before creating it), and, when it is free, the job's process
+// group the holder noted in it (0: none).
+func probeLive(lockPath, token string) (held, known bool, group int) {
 	f, err := openShared(livePath(lockPath, token))
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, false
+		return false, false, 0
 	}
 	if err != nil {
-		return true, true // cannot tell: keep the lock held
+		return true, true, 0 // cannot tell: keep the lock held
 	}
 	defer f.Close()
 	ok, err := tryLockShared(f)
 	if err != nil {
-		return true, true // cannot tell: keep the lock held
+		return true, true, 0 // cannot tell: keep the lock held
 	}
-	if ok {
-		unlockFile(f)
+	if !ok {
+		return true, true, 0
 	}
-	return !ok, true
+	var b [maxNote]byte
+	n, _ := f.ReadAt(b[:], 0)
+	unlockFile(f)
+	if g, err := strconv.Atoi(string(b[:n])); err == nil && g > 0 {
+		group = g
+	}
+	return false, true, group
 }
 
 // removeDeadLive removes token's liveness file if nobody holds its lock.

@@ -409,7 +409,7 @@ func holderGone(st *Status) bool {
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
 	}
-	if held, known := probeLive(st.Path, st.Info.Token); known {
+	if held, known, _ := probeLive(st.Path, st.Info.Token); known {
 		return !held
 	}
 	return !processAlive(st.Info.PID)
@@ -838,6 +838,16 @@ func (h *Held) touch() error {
 	}
 	now := time.Now()
 	return retrySharing(func() error { return os.Chtimes(h.o.Path, now, now) })
+}
+
+// NoteChild notes the process group of the job run under the lock in the
+// holder's liveness file, so that the lock stays alive while that group
+// runs even if this process is killed and the job's processes closed the
+// liveness file. It is one write, with no guard and no new file: call it
+// the moment the job starts. RecordChild puts the group into the record
+// itself, where status shows it.
+func (h *Held) NoteChild(pgid int) error {
+	return h.live.note(pgid)
 }
 
 // RecordChild writes the process group of the job run under the lock into

@@ -210,7 +210,7 @@ func TestDeadHolderNoticedWithoutPolling(t *testing.T) {
 		t.Fatalf("helper: %q, %v", line, err)
 	}
 	token := strings.TrimSpace(strings.TrimPrefix(line, "held "))
-	if held, known := probeLive(o.Path, token); !held || !known {
+	if held, known, _ := probeLive(o.Path, token); !held || !known {
 		t.Fatalf("helper's liveness lock: held=%v known=%v", held, known)
 	}
 	got := make(chan error, 1)

@@ -20,6 +20,10 @@ const (
 type holding interface {
 	Lost() <-chan struct{}
 	Release() error
+	// NoteChild and RecordChild tell the lock the job's process group:
+	// the first at once and cheaply (the liveness file), the second in the
+	// record, for status.
+	NoteChild(pgid int) error
 	RecordChild(pgid int) error
 	// liveFiles are the liveness files the child inherits.
 	liveFiles() []*os.File
@@ -40,8 +44,12 @@ func (h oneLock) logFields() []any      { return nil }
 type remoteLock struct{ lock.Locker }
 
 func (remoteLock) liveFiles() []*os.File { return nil }
-func (h remoteLock) env() []string       { return []string{EnvLockPath + "=" + h.Path()} }
-func (remoteLock) logFields() []any      { return nil }
+
+// NoteChild: a remote lock lives by its lease, not by processes here; the
+// group goes into its record with RecordChild.
+func (remoteLock) NoteChild(int) error { return nil }
+func (h remoteLock) env() []string     { return []string{EnvLockPath + "=" + h.Path()} }
+func (remoteLock) logFields() []any    { return nil }
 
 // errRemoteDevices refuses --gpus with an etcd lock.
 var errRemoteDevices = errors.New("several GPUs (--gpus) need a lock file: an etcd:// lock names one lock; use one etcd key per GPU instead")

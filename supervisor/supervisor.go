@@ -329,6 +329,11 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	}
 	defer grp.close()
 	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
+	// The group at once where a judge finds it if gpuexec is killed; in
+	// the record, for status, once the job has run a while.
+	if err := held.NoteChild(grp.id()); err != nil {
+		log.Debug("could not note the job's group in the liveness file", "error", err)
+	}
 	rec := recordChild(held, grp.id(), log)
 
 	w := &watch{cfg: cfg, grp: grp, log: log, lostC: held.Lost()}
@@ -348,13 +353,13 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 }
 
 // RecordChildAfter is how long the job runs before its process group is
-// written into the lock's record. The record names the group so that
-// processes of the job that outlive gpuexec without the liveness file keep
-// the lock held; a job that ends sooner needs no such record, and rewriting
-// the record (the guard, a file written and renamed) as the job starts
-// would compete for the CPU with its start-up and with the next job's
-// handoff. Waiting longer would widen the window in which a gpuexec killed
-// with SIGKILL leaves such processes uncovered (README, Guarantees).
+// written into the lock's record, where status shows it. What keeps the
+// lock held for processes of the job that outlive gpuexec without the
+// liveness file is the group noted in the liveness file the moment the job
+// starts (Held.NoteChild); rewriting the record (the guard, a file written
+// and renamed) as the job starts would compete for the CPU with its
+// start-up and with the next job's handoff, and a job that ends sooner
+// needs it nowhere.
 const RecordChildAfter = 100 * time.Millisecond
 
 // recording is the pending write of the job's group into the record.
