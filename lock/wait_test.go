@@ -82,18 +82,28 @@ func queueOf(t *testing.T, o Options, n int) []*ticket {
 	return out
 }
 
+// waiting runs waitForChange for ticket seq at position pos, with a poll
+// that never fires and the liveness probe every probeEvery; the channel
+// delivers what it returns.
+func waiting(t *testing.T, ctx context.Context, o Options, seen []*Status, seq uint64, pos int, k *waker, probeEvery time.Duration) <-chan bool {
+	t.Helper()
+	poll, probe := time.NewTimer(time.Hour), time.NewTicker(probeEvery)
+	returned := make(chan bool, 1)
+	go func() { returned <- waitForChange(ctx, o, seen, seq, pos, k, poll, probe) }()
+	t.Cleanup(func() {
+		poll.Stop()
+		probe.Stop()
+	})
+	return returned
+}
+
 func TestWaitForChange(t *testing.T) {
-	never := func() (*time.Timer, *time.Ticker) { return time.NewTimer(time.Hour), time.NewTicker(time.Hour) }
+	bg := context.Background()
 
 	t.Run("behind the head: releases are ignored, the head leaving ends the wait", func(t *testing.T) {
 		o := testOptions(t)
-		q := queueOf(t, o, 2)
-		k := fakeWaker()
-		poll, probe := never()
-		defer poll.Stop()
-		defer probe.Stop()
-		returned := make(chan bool, 1)
-		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+		q, k := queueOf(t, o, 2), fakeWaker()
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, k, time.Hour)
 
 		deliver(t, k.c, returned, "a release")
 		stillWaiting(t, k.c, returned, "another release")
@@ -104,13 +114,8 @@ func TestWaitForChange(t *testing.T) {
 
 	t.Run("behind the head: a waiter behind leaving changes nothing", func(t *testing.T) {
 		o := testOptions(t)
-		q := queueOf(t, o, 3)
-		k := fakeWaker()
-		poll, probe := never()
-		defer poll.Stop()
-		defer probe.Stop()
-		returned := make(chan bool, 1)
-		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+		q, k := queueOf(t, o, 3), fakeWaker()
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, k, time.Hour)
 
 		q[2].drop()
 		deliver(t, k.left, returned, "a waiter behind leaving")
@@ -124,13 +129,8 @@ func TestWaitForChange(t *testing.T) {
 
 	t.Run("the head: tickets leaving are ignored, a release ends the wait", func(t *testing.T) {
 		o := testOptions(t)
-		q := queueOf(t, o, 2)
-		k := fakeWaker()
-		poll, probe := never()
-		defer poll.Stop()
-		defer probe.Stop()
-		returned := make(chan bool, 1)
-		go func() { returned <- waitForChange(context.Background(), o, nil, q[0].seq, 1, k, poll, probe) }()
+		q, k := queueOf(t, o, 2), fakeWaker()
+		returned := waiting(t, bg, o, nil, q[0].seq, 1, k, time.Hour)
 
 		q[1].drop()
 		deliver(t, k.left, returned, "a ticket leaving")
@@ -145,26 +145,15 @@ func TestWaitForChange(t *testing.T) {
 		// The head's process is gone: its ticket stays, its kernel lock
 		// does not.
 		unlockFile(q[0].f)
-		k := fakeWaker()
-		poll := time.NewTimer(time.Hour)
-		defer poll.Stop()
-		probe := time.NewTicker(time.Millisecond)
-		defer probe.Stop()
-		returned := make(chan bool, 1)
-		go func() { returned <- waitForChange(context.Background(), o, nil, q[1].seq, 2, k, poll, probe) }()
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, fakeWaker(), time.Millisecond)
 		awaitReturn(t, returned, "the probe finding the head dead")
 	})
 
 	t.Run("the context ends the wait", func(t *testing.T) {
 		o := testOptions(t)
 		q := queueOf(t, o, 2)
-		k := fakeWaker()
-		poll, probe := never()
-		defer poll.Stop()
-		defer probe.Stop()
-		ctx, cancel := context.WithCancel(context.Background())
-		returned := make(chan bool, 1)
-		go func() { returned <- waitForChange(ctx, o, nil, q[1].seq, 2, k, poll, probe) }()
+		ctx, cancel := context.WithCancel(bg)
+		returned := waiting(t, ctx, o, nil, q[1].seq, 2, fakeWaker(), time.Hour)
 		cancel()
 		select {
 		case r := <-returned:
@@ -198,14 +187,8 @@ func TestWaitForChangeWatched(t *testing.T) {
 		t.Skipf("cannot watch the folder here: %v", err)
 	}
 	defer k.close()
-	poll, probe := time.NewTimer(time.Hour), time.NewTicker(time.Hour)
-	defer poll.Stop()
-	defer probe.Stop()
 
-	returned := make(chan bool, 1)
-	go func() {
-		returned <- waitForChange(context.Background(), o, []*Status{held}, mine.seq, 3, k, poll, probe)
-	}()
+	returned := waiting(t, context.Background(), o, []*Status{held}, mine.seq, 3, k, time.Hour)
 	// The head leaving does not make this waiter the head: the one
 	// behind it is still ahead, alive.
 	q[0].drop()
@@ -221,8 +204,6 @@ func TestWaitForChangeWatched(t *testing.T) {
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		returned <- waitForChange(context.Background(), o, []*Status{held}, mine.seq, 1, k, poll, probe)
-	}()
+	returned = waiting(t, context.Background(), o, []*Status{held}, mine.seq, 1, k, time.Hour)
 	awaitReturn(t, returned, "a release that came before the head watched the folder")
 }
