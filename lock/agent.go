@@ -438,13 +438,11 @@ type agentHeld struct {
 
 	mu       sync.Mutex
 	released bool
-	lostWhy  error
-	lost     chan struct{}
-	lostOnce sync.Once
+	*LostSignal
 }
 
 func newAgentHeld(c *agentConn, o Options, info *Info) *agentHeld {
-	h := &agentHeld{c: c, path: o.Path, log: nullLogger(o.Logger), lost: make(chan struct{})}
+	h := &agentHeld{c: c, path: o.Path, log: nullLogger(o.Logger), LostSignal: NewLostSignal()}
 	if info != nil {
 		h.info = *info
 	}
@@ -466,33 +464,22 @@ func (h *agentHeld) markLost(reason string) {
 	if released {
 		return
 	}
-	h.lostOnce.Do(func() {
-		h.mu.Lock()
-		h.lostWhy = errors.New(reason)
-		h.mu.Unlock()
+	h.MarkLost(errors.New(reason), func() {
 		select {
 		case <-h.c.done:
 			// The helper could not say so itself.
 			h.log.Error("GPU lock lost", "path", h.path, "reason", reason)
 		default:
 		}
-		close(h.lost)
 	})
 }
 
-func (h *agentHeld) Path() string          { return h.path }
-func (h *agentHeld) Lost() <-chan struct{} { return h.lost }
+func (h *agentHeld) Path() string { return h.path }
 
 func (h *agentHeld) Info() Info {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.info
-}
-
-func (h *agentHeld) LostReason() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lostWhy
 }
 
 func (h *agentHeld) RecordChild(pgid int) error {

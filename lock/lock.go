@@ -727,12 +727,12 @@ type Held struct {
 
 	mu       sync.Mutex
 	released bool
-	lostWhy  error
 
-	lost     chan struct{}
-	lostOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	// Lost is closed when the lock was found to be no longer ours
+	// (removed, or replaced by another holder's) at a heartbeat.
+	*LostSignal
+	stop chan struct{}
+	done chan struct{}
 }
 
 func newHeld(o Options, info *Info, live *liveLock) *Held {
@@ -740,9 +740,10 @@ func newHeld(o Options, info *Info, live *liveLock) *Held {
 		o:    o,
 		info: info,
 		live: live,
-		lost: make(chan struct{}),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+
+		LostSignal: NewLostSignal(),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	go h.heartbeat()
 	return h
@@ -764,26 +765,8 @@ func (h *Held) Info() Info {
 	return *h.info
 }
 
-// Lost is closed when the lock was found to be no longer ours (removed, or
-// replaced by another holder's) at a heartbeat. Someone else may hold the
-// lock from then on; the caller should stop using what it guards.
-func (h *Held) Lost() <-chan struct{} { return h.lost }
-
-// LostReason says why Lost was closed; nil while it is not.
-func (h *Held) LostReason() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lostWhy
-}
-
 func (h *Held) markLost(why error) {
-	h.lostOnce.Do(func() {
-		h.mu.Lock()
-		h.lostWhy = why
-		h.mu.Unlock()
-		h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
-		close(h.lost)
-	})
+	h.MarkLost(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
 }
 
 func (h *Held) heartbeat() {

@@ -318,7 +318,7 @@ func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd lock: writing the holder's record: %w", err)
 	}
-	h := &Held{p: p, o: o, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	h := &Held{p: p, o: o, LostSignal: lock.NewLostSignal(), stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})
 	go h.monitor(ready)
 	<-ready
@@ -632,11 +632,14 @@ type Held struct {
 
 	mu       sync.Mutex
 	released bool
-	lostWhy  error
-	lost     chan struct{}
-	lostOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+
+	// Lost is closed when the lock may no longer be ours: the session
+	// ended, the key was deleted, or etcd has not confirmed the lease for
+	// two thirds of its TTL (so that the job can be stopped before the
+	// lease can expire).
+	*lock.LostSignal
+	stop chan struct{}
+	done chan struct{}
 }
 
 var _ lock.Locker = (*Held)(nil)
@@ -654,26 +657,8 @@ func (h *Held) Info() lock.Info {
 	return h.p.rec.Info
 }
 
-// Lost is closed when the lock may no longer be ours: the session ended, the
-// key was deleted, or etcd has not confirmed the lease for two thirds of
-// its TTL (so that the job can be stopped before the lease can expire).
-func (h *Held) Lost() <-chan struct{} { return h.lost }
-
-// LostReason says why Lost was closed; nil while it is not.
-func (h *Held) LostReason() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lostWhy
-}
-
 func (h *Held) markLost(why error) {
-	h.lostOnce.Do(func() {
-		h.mu.Lock()
-		h.lostWhy = why
-		h.mu.Unlock()
-		h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
-		close(h.lost)
-	})
+	h.MarkLost(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
 }
 
 // monitor watches the session, the lease's renewals and the key until
