@@ -616,10 +616,7 @@ func settle(o Options) (*Status, error) {
 // guard held and the lock seen free.
 func create(o Options) (*Held, error) {
 	sweep(o.Path)
-	info, err := newInfo(o)
-	if err != nil {
-		return nil, err
-	}
+	info := newInfo(o)
 	live, err := takeLive(o.Path, info.Token)
 	if err != nil {
 		return nil, err
@@ -638,18 +635,17 @@ var (
 
 func findSelfStart() { selfStart, _ = processStart(os.Getpid()) }
 
-func newInfo(o Options) (*Info, error) {
-	token := newToken()
+func newInfo(o Options) *Info {
 	selfStartOnce.Do(findSelfStart)
 	return &Info{
 		PID:        os.Getpid(),
 		AcquiredAt: time.Now().UTC().Format(isoMillis),
 		Owner:      o.Owner,
 		Slug:       o.Slug,
-		Token:      token,
+		Token:      newToken(),
 		Host:       hostName(),
 		PIDStart:   selfStart,
-	}, nil
+	}
 }
 
 // Inspect reads and judges the lock at path and lists its queue, for status

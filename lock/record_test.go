@@ -62,10 +62,7 @@ func TestParseRecord(t *testing.T) {
 }
 
 func TestEncodeIsSeedShaped(t *testing.T) {
-	info, err := newInfo(Options{Owner: "channels", Slug: "ep12"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := newInfo(Options{Owner: "channels", Slug: "ep12"})
 	b := info.encode()
 	if strings.ContainsAny(string(b), "\n") {
 		t.Fatalf("record has a newline: %q", b)
