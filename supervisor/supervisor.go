@@ -328,11 +328,12 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		return ExitFailed
 	}
 	defer grp.close()
-	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
-	if err := held.NoteChild(grp.id()); err != nil {
-		log.Debug("could not note the job's group in the liveness file", "error", err)
+	noteErr := held.NoteChild(grp.id())
+	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
+	if noteErr != nil {
+		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
 	rec := recordChild(held, grp.id(), log)
 
