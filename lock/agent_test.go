@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/testlog"
 )
 
 // The helper protocol (agent.go) is tested in-process: the Etcd backend's
@@ -78,36 +79,14 @@ func inProcessAgent(t *testing.T, b Backend) (kill func()) {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func bufLogger(buf io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: buf, Level: hclog.Debug})
-}
-
 const agentURL = "etcd://127.0.0.1:2379/gpuexec/test"
 
 func TestAgentHoldsRecordsAndReleases(t *testing.T) {
 	dir := t.TempDir()
 	fa := fileAs{dir}
 	inProcessAgent(t, fa)
-	var logs syncBuffer
-	o := Options{Path: agentURL, Owner: "channels", Slug: "ep12", Logger: bufLogger(&logs)}
+	var logs testlog.Buffer
+	o := Options{Path: agentURL, Owner: "channels", Slug: "ep12", Logger: testlog.Logger(&logs)}
 	h, err := Etcd.Acquire(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -171,10 +150,10 @@ func TestAgentWaitGivesUpWithTheHolder(t *testing.T) {
 	}
 	defer holder.Release()
 
-	var logs syncBuffer
+	var logs testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err = Etcd.Acquire(ctx, Options{Path: agentURL, Owner: "ci", Slug: "smoke", Report: 50 * time.Millisecond, Logger: bufLogger(&logs)})
+	_, err = Etcd.Acquire(ctx, Options{Path: agentURL, Owner: "ci", Slug: "smoke", Report: 50 * time.Millisecond, Logger: testlog.Logger(&logs)})
 	var werr *WaitError
 	if !errors.As(err, &werr) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire: %v, want a *WaitError wrapping DeadlineExceeded", err)
@@ -192,8 +171,8 @@ func TestAgentWaitGivesUpWithTheHolder(t *testing.T) {
 
 func TestAgentDeathLosesTheLock(t *testing.T) {
 	kill := inProcessAgent(t, fileAs{t.TempDir()})
-	var logs syncBuffer
-	h, err := Etcd.Acquire(context.Background(), Options{Path: agentURL, Logger: bufLogger(&logs)})
+	var logs testlog.Buffer
+	h, err := Etcd.Acquire(context.Background(), Options{Path: agentURL, Logger: testlog.Logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

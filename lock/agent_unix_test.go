@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testlog"
 )
 
 // A user that goes away while its job's process group still runs leaves
@@ -19,8 +21,8 @@ func TestAgentKeepsTheLockWhileTheJobRuns(t *testing.T) {
 	dir := t.TempDir()
 	fa := fileAs{dir}
 	inProcessAgent(t, fa)
-	var logs syncBuffer
-	h, err := Etcd.Acquire(context.Background(), Options{Path: agentURL, Logger: bufLogger(&logs)})
+	var logs testlog.Buffer
+	h, err := Etcd.Acquire(context.Background(), Options{Path: agentURL, Logger: testlog.Logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

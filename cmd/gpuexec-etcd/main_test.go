@@ -9,7 +9,6 @@ package main
 // tests skip, except under CI.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
+	"github.com/gpuexec/gpuexec/internal/testlog"
 )
 
 const (
@@ -163,30 +163,13 @@ func env(extra ...string) []string {
 type proc struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
-	out, err *syncBuf
+	out, err *testlog.Buffer
 	done     chan struct{}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t *testing.T, environ []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(gpuexecBin, args...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(gpuexecBin, args...), out: &testlog.Buffer{}, err: &testlog.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = environ
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
 	var err error

@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
+	"github.com/gpuexec/gpuexec/internal/testlog"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -98,27 +98,6 @@ func sharedEtcd(t *testing.T) *etcdtest.Server {
 
 func key(t *testing.T) string {
 	return "gpuexec-test/" + strings.ReplaceAll(t.Name(), "/", "_")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func logger(w io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug})
 }
 
 func acquire(t *testing.T, o lock.Options) lock.Locker {
@@ -254,11 +233,11 @@ func TestWaitingLineAndDeadline(t *testing.T) {
 	srv := sharedEtcd(t)
 	url := srv.URL(key(t), "")
 	acquire(t, lock.Options{Path: url, Owner: "channels", Slug: "ep12"})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Backend{}.Acquire(ctx, lock.Options{Path: url, Owner: "reels", Slug: "tts", Report: 200 * time.Millisecond, Logger: logger(&logs)})
+	_, err := Backend{}.Acquire(ctx, lock.Options{Path: url, Owner: "reels", Slug: "tts", Report: 200 * time.Millisecond, Logger: testlog.Logger(&logs)})
 	var werr *lock.WaitError
 	if !errors.As(err, &werr) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire: %v, want a *lock.WaitError wrapping DeadlineExceeded", err)
@@ -309,8 +288,8 @@ func TestStatusAndClear(t *testing.T) {
 	if st := statusOf(t, o); st.State != lock.StateFree || st.Describe() != "free" {
 		t.Fatalf("fresh lock: %+v", st)
 	}
-	var hlogs syncBuffer
-	h := acquire(t, lock.Options{Path: url, Owner: "channels", Slug: "ep12", Logger: logger(&hlogs)})
+	var hlogs testlog.Buffer
+	h := acquire(t, lock.Options{Path: url, Owner: "channels", Slug: "ep12", Logger: testlog.Logger(&hlogs)})
 	if err := h.RecordChild(4250); err != nil {
 		t.Fatal(err)
 	}
@@ -345,11 +324,11 @@ func TestStatusAndClear(t *testing.T) {
 		t.Errorf("Describe: %q", d)
 	}
 
-	var clogs syncBuffer
-	if _, err := (Backend{}).Clear(lock.Options{Path: url, Logger: logger(&clogs)}, false); !errors.Is(err, lock.ErrHeld) {
+	var clogs testlog.Buffer
+	if _, err := (Backend{}).Clear(lock.Options{Path: url, Logger: testlog.Logger(&clogs)}, false); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("Clear of a live holder: %v, want ErrHeld", err)
 	}
-	if _, err := (Backend{}).Clear(lock.Options{Path: url, Logger: logger(&clogs)}, true); err != nil {
+	if _, err := (Backend{}).Clear(lock.Options{Path: url, Logger: testlog.Logger(&clogs)}, true); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -477,14 +456,14 @@ func TestKilledHolderIsTakenOverAfterTTL(t *testing.T) {
 func TestEtcdRestartWhileWaiting(t *testing.T) {
 	srv := etcdtest.Start(t)
 	url := srv.URL("gpuexec/restart", "ttl=20s")
-	var hlogs syncBuffer
-	h := acquire(t, lock.Options{Path: url, Owner: "holder", Logger: logger(&hlogs)})
-	var wlogs syncBuffer
+	var hlogs testlog.Buffer
+	h := acquire(t, lock.Options{Path: url, Owner: "holder", Logger: testlog.Logger(&hlogs)})
+	var wlogs testlog.Buffer
 	res := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		w, err := Backend{}.Acquire(ctx, lock.Options{Path: url, Owner: "waiter", Report: 200 * time.Millisecond, Logger: logger(&wlogs)})
+		w, err := Backend{}.Acquire(ctx, lock.Options{Path: url, Owner: "waiter", Report: 200 * time.Millisecond, Logger: testlog.Logger(&wlogs)})
 		if err == nil {
 			err = w.Release()
 		}
@@ -541,8 +520,8 @@ func TestUnreachableAtStart(t *testing.T) {
 // lease can expire.
 func TestHolderLosingEtcdLosesTheLock(t *testing.T) {
 	srv := etcdtest.Start(t)
-	var logs syncBuffer
-	h := acquire(t, lock.Options{Path: srv.URL("gpuexec/lost", "ttl=6s&dial-timeout=1s"), Logger: logger(&logs)})
+	var logs testlog.Buffer
+	h := acquire(t, lock.Options{Path: srv.URL("gpuexec/lost", "ttl=6s&dial-timeout=1s"), Logger: testlog.Logger(&logs)})
 	gone := time.Now()
 	srv.Kill()
 	select {
