@@ -164,7 +164,7 @@ func TestAgentWaitGivesUpWithTheHolder(t *testing.T) {
 	if !strings.Contains(logs.String(), "waiting for GPU lock: held by reels/tts") || !strings.Contains(logs.String(), "(position 1 in queue)") {
 		t.Errorf("no waiting line naming the holder and position:\n%s", logs.String())
 	}
-	if q, _ := readQueue(fa.file(Options{Path: agentURL}).Path); len(q) != 0 {
+	if q, _ := readQueue(fa.file(Options{Path: agentURL}).Path, nil); len(q) != 0 {
 		t.Errorf("queue left behind: %+v", q)
 	}
 }

@@ -107,32 +107,42 @@ func AcquireDevices(ctx context.Context, o Options, devices []Device, need int) 
 		locks[i] = d.Path
 	}
 	var set *DeviceSet
-	err = queueFor(ctx, o, locks, func(ctx context.Context, tk **ticket) (bool, []*Status, int, error) {
-		got, seen, pos, err := attemptDevices(ctx, o, devices, need, tk)
+	err = queueFor(ctx, o, locks, func(ctx context.Context, pl *place) (bool, []*Status, error) {
+		got, seen, err := attemptDevices(ctx, o, devices, need, pl)
 		set = got
-		return got != nil, seen, pos, err
+		return got != nil, seen, err
 	})
-	return set, err
+	return set, explain(o.Path, err)
 }
 
 // attemptDevices is attempt for a device set: under the queue's guard, and
 // each device's own guard in the devices' order, settle every device
-// (clearing stale locks) and, at the head of the queue with need devices
-// free, create their locks.
-func attemptDevices(ctx context.Context, o Options, devices []Device, need int, tk **ticket) (*DeviceSet, []*Status, int, error) {
+// (clearing stale locks) and, at the head of the queue (or passing heads
+// that left devices free, pl.pass) with need devices free, create their
+// locks.
+func attemptDevices(ctx context.Context, o Options, devices []Device, need int, pl *place) (*DeviceSet, []*Status, error) {
+	if pl.tk == nil {
+		// The queue's own path is no lock here, but a user's --lock:
+		// what is there must be a lock file too, or nothing.
+		for _, p := range append([]string{o.Path}, pl.q.paths...) {
+			if err := refuseNonLock(p); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
 	g, err := takeGuard(ctx, o.Path)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
 	defer g.release()
-	before, pos, err := queuePlace(g, o, tk)
+	before, err := queuePlace(g, o, pl)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
 	for range maxAttempts {
 		seen, guards, err := settleDevices(ctx, o, devices)
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
 		var free []int
 		for i, st := range seen {
@@ -140,9 +150,9 @@ func attemptDevices(ctx context.Context, o Options, devices []Device, need int, 
 				free = append(free, i)
 			}
 		}
-		if before > 0 || len(free) < need {
+		if before > pl.pass || len(free) < need {
 			releaseGuards(guards)
-			return nil, seen, pos, nil
+			return nil, seen, nil
 		}
 		set, err := createDevices(o, devices, free[:need])
 		releaseGuards(guards)
@@ -150,12 +160,15 @@ func attemptDevices(ctx context.Context, o Options, devices []Device, need int, 
 			continue // someone outside the queue took one meanwhile
 		}
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
-		leaveQueue(tk)
-		return set, nil, 0, nil
+		if before > 0 {
+			o.Logger.Warn(fmt.Sprintf("took free GPUs ahead of %d waiter(s) that left them untaken for %s (stopped?); they keep their places", before, HeadGrace), "path", o.Path)
+		}
+		pl.leave()
+		return set, nil, nil
 	}
-	return nil, nil, pos, nil
+	return nil, nil, nil
 }
 
 // settleDevices settles every device under its own guard, which it keeps
@@ -296,7 +309,11 @@ func InspectDevices(base string, devices []Device, stale time.Duration) ([]*Stat
 	if err != nil {
 		return nil, err
 	}
-	if queue, err = readQueue(abs); err != nil {
+	paths := make([]string, len(devices))
+	for i, d := range devices {
+		paths[i] = d.Path
+	}
+	if queue, err = readQueue(abs, paths); err != nil {
 		return nil, err
 	}
 	for _, st := range out {
@@ -321,6 +338,13 @@ func TryAcquireDevices(o Options, devices []Device, need int) (*DeviceSet, bool,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
-	set, _, _, err := attemptDevices(ctx, o, devices, need, nil)
-	return set, set != nil, err
+	locks := make([]string, len(devices))
+	for i, d := range devices {
+		locks[i] = d.Path
+	}
+	set, _, err := attemptDevices(ctx, o, devices, need, &place{q: newQueue(o.Path, locks)})
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errGuardStuck(o.Path)
+	}
+	return set, set != nil, explain(o.Path, err)
 }

@@ -34,8 +34,12 @@ const (
 	guardRetry      = 2 * time.Millisecond
 )
 
-// guard is a held kernel lock on the sidecar file.
-type guard struct{ f *os.File }
+// guard is a held kernel lock on the sidecar file. writable says whether
+// this process could open it for writing (see openGuard).
+type guard struct {
+	f        *os.File
+	writable bool
+}
 
 // takeGuard blocks until it holds the sidecar lock of the lock at path, or
 // ctx ends.
@@ -44,7 +48,7 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 	var wait *time.Timer
 	delay := guardFirstRetry
 	for {
-		f, err := openGuard(gpath)
+		f, writable, err := openGuard(gpath)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +70,7 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 			held, herr := f.Stat()
 			now, nerr := os.Stat(gpath)
 			if herr == nil && nerr == nil && os.SameFile(held, now) {
-				return &guard{f: f}, nil
+				return &guard{f: f, writable: writable}, nil
 			}
 			unlockFile(f)
 		}
@@ -142,22 +146,24 @@ func partialRecord(content []byte) bool {
 // readStatus reads the lock file at path (without judging it). A missing
 // file is StateFree.
 func readStatus(path string) (*Status, error) {
-	st := &Status{Path: path}
-	f, err := openRecord(path)
+	f, err := openRegular(path, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		st.State = StateFree
-		return st, nil
+		return &Status{Path: path, State: StateFree}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return readStatusFrom(f, path)
+}
+
+// readStatusFrom reads the lock file open as f (a regular file; see
+// openRegular) found at path.
+func readStatusFrom(f *os.File, path string) (*Status, error) {
+	st := &Status{Path: path}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
 	}
 	content, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
 	if err != nil {
@@ -183,7 +189,7 @@ func readStatus(path string) (*Status, error) {
 func createRecord(path string, info *Info) error {
 	var f *os.File
 	err := retrySharing(func() (err error) {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err = createExcl(path)
 		return err
 	})
 	if err != nil {
@@ -241,8 +247,10 @@ func removeIfSame(path string, judged *Status) error {
 	return errChanged
 }
 
+// readAllLimited reads at most maxRecordSize+1 bytes of the regular file
+// at path.
 func readAllLimited(path string) ([]byte, error) {
-	f, err := openRecord(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return nil, err
 	}

@@ -4,18 +4,128 @@ package lock
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// openRecord opens a lock file for reading without following a symbolic link
-// at its path and without blocking on a FIFO.
-func openRecord(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil && errors.Is(err, syscall.ELOOP) {
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+// Every file in the lock's folder may have been put there by another local
+// user: the opens here never follow a symbolic link at the path
+// (O_NOFOLLOW), never block on a FIFO or a device (O_NONBLOCK), and refuse
+// anything but a regular file before a byte is read from it or written to
+// it. For a regular file O_NONBLOCK changes nothing.
+
+// openRegular opens the existing regular file at path, for reading and
+// also for writing with write. Anything else at path (a symbolic link, a
+// FIFO, a folder, a device) is refused with ErrNotRegular.
+func openRegular(path string, write bool) (*os.File, error) {
+	flag := os.O_RDONLY
+	if write {
+		flag = os.O_RDWR
 	}
-	return f, err
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if isLinkRefusal(err) {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+		}
+		return nil, err
+	}
+	if err := mustBeRegular(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// isLinkRefusal reports whether err is O_NOFOLLOW's refusal of a symbolic
+// link: ELOOP (Linux, macOS), EMLINK (FreeBSD).
+func isLinkRefusal(err error) bool {
+	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK)
+}
+
+// mustBeRegular refuses an open file that is not a regular file.
+func mustBeRegular(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	return nil
+}
+
+// createExcl creates the file at path, which must not exist (O_EXCL: a
+// symbolic link there counts as existing and is not followed), for reading
+// and writing. Its permissions are set whatever the umask (see sharedPerm),
+// so that every user who may write the folder can use it.
+func createExcl(path string) (*os.File, error) {
+	// Created as the umask has it (0644 under the usual 022), so that
+	// readers see it at once; then given sharedPerm.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	// Best effort: a filesystem that cannot hold permissions (a FAT
+	// stick, some network shares) keeps what it has.
+	_ = f.Chmod(sharedPerm(filepath.Dir(path)))
+	return f, nil
+}
+
+// folderPerms caches the permissions of lock folders: they are read once
+// per process and folder.
+var folderPerms sync.Map // folder → fs.FileMode
+
+// sharedPerm is the mode of a file gpuexec creates in folder dir: readable
+// by all, and writable by the owner and by whoever else may write the
+// folder (its group and others write bits). In a group folder (mode 2775,
+// group gpu) every member can then take the guard and clear a dead
+// member's lock; in a folder only its owner may write, nobody else can
+// write the files either.
+func sharedPerm(dir string) fs.FileMode {
+	if p, ok := folderPerms.Load(dir); ok {
+		return p.(fs.FileMode)
+	}
+	perm := fs.FileMode(0o644)
+	if fi, err := os.Stat(dir); err == nil {
+		perm |= fi.Mode().Perm() & 0o022
+	}
+	folderPerms.Store(dir, perm)
+	return perm
+}
+
+// openGuard opens the guard sidecar at path, creating it if missing. It is
+// opened for writing where this user may (the queue's counter lives in it)
+// and for reading otherwise (a guard made by an older gpuexec, or by a
+// user whose umask left it unwritable by the group): a kernel lock needs
+// no more, and the queue then numbers tickets from the folder alone.
+func openGuard(path string) (f *os.File, writable bool, err error) {
+	for range maxAttempts {
+		f, err = openRegular(path, true)
+		if err == nil {
+			return f, true, nil
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			f, err = openRegular(path, false)
+			return f, false, err
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, false, err
+		}
+		f, err = createExcl(path)
+		if err == nil {
+			return f, true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, false, err
+		}
+		// Created by another process in between: open that one.
+	}
+	return nil, false, err
 }
 
 // renameNoReplace moves oldpath to newpath only if newpath does not exist,
@@ -36,21 +146,5 @@ func renameNoReplace(oldpath, newpath string) error {
 	return os.Rename(oldpath, newpath)
 }
 
-// openGuard opens (creating it if needed) the guard sidecar for reading
-// and writing, refusing a symbolic link or anything but a regular file at
-// its path: the guard is written to (the queue's counter), and a link
-// planted there must not make gpuexec write through it.
-func openGuard(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o666)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
-		}
-		return nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
-	}
-	return f, nil
-}
+// touchNeedsWrite: futimens on a file one owns needs no write access.
+const touchNeedsWrite = false

@@ -4,31 +4,53 @@ package lock
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/windows"
 )
 
-// openRecord opens a lock file for reading. It shares read, write and delete
-// access with other handles, as Node (libuv) does: os.Open does not share
-// delete, and while it held the file open another process's rename or
-// delete of the lock (a release, a stale clearing, the seed's Node tool's)
-// would fail with a sharing violation. It refuses a symbolic link or other
-// reparse point at the path: seen by Lstat before opening and, as the path
-// may change in between, on the handle, which is opened on the link itself
-// (FILE_FLAG_OPEN_REPARSE_POINT), never on its target.
-func openRecord(path string) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&(os.ModeSymlink|os.ModeIrregular) != 0 {
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+// Every file in the lock's folder may have been put there by another user:
+// the opens here never follow a symbolic link or other reparse point at the
+// path, and refuse anything but a regular file before a byte is read from
+// it or written to it. Handles share read, write and delete access, as
+// Node (libuv) does: os.Open does not share delete, and while it held the
+// file open another process's rename or delete of the lock (a release, a
+// stale clearing, the seed's Node tool's) would fail with a sharing
+// violation; a file that is removed while still open and locked (a
+// liveness file, a queue ticket) must be open that way even for its own
+// process.
+
+// openRegular opens the existing regular file at path, for reading and
+// also for writing with write. Anything else at path (a symbolic link or
+// other reparse point, a folder, a device) is refused with ErrNotRegular:
+// the handle is opened on the link itself (FILE_FLAG_OPEN_REPARSE_POINT),
+// never on its target, and checked.
+func openRegular(path string, write bool) (*os.File, error) {
+	access := uint32(windows.GENERIC_READ)
+	if write {
+		access |= windows.GENERIC_WRITE
 	}
+	return createFile(path, access, windows.OPEN_EXISTING)
+}
+
+// createExcl creates the file at path, which must not exist (CREATE_NEW: a
+// link there counts as existing), for reading and writing.
+func createExcl(path string) (*os.File, error) {
+	return createFile(path, windows.GENERIC_READ|windows.GENERIC_WRITE, windows.CREATE_NEW)
+}
+
+// createFile is CreateFile with the share modes and checks above.
+func createFile(path string, access, disposition uint32) (*os.File, error) {
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	h, err := windows.CreateFile(p, windows.GENERIC_READ,
+	h, err := windows.CreateFile(p, access,
 		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil,
-		windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+		disposition, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
 	if err != nil {
 		if errors.Is(err, windows.ERROR_PATH_NOT_FOUND) && underFile(path) {
 			err = errUnderFile
@@ -40,11 +62,23 @@ func openRecord(path string) (*os.File, error) {
 		windows.CloseHandle(h)
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	if fi.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+	if fi.FileAttributes&(windows.FILE_ATTRIBUTE_REPARSE_POINT|windows.FILE_ATTRIBUTE_DIRECTORY|windows.FILE_ATTRIBUTE_DEVICE) != 0 {
 		windows.CloseHandle(h)
 		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
 	}
 	return os.NewFile(uintptr(h), path), nil
+}
+
+// touchFile sets the open file's modification time to t through its
+// handle (SetFileTime), so that a heartbeat changes the file it checked,
+// never whatever the path names by then. The handle must have been opened
+// for writing.
+func touchFile(f *os.File, t time.Time) error {
+	ft := windows.NsecToFiletime(t.UnixNano())
+	if err := windows.SetFileTime(windows.Handle(f.Fd()), nil, &ft, &ft); err != nil {
+		return &os.PathError{Op: "SetFileTime", Path: f.Name(), Err: err}
+	}
+	return nil
 }
 
 // errUnderFile says that a folder of the lock path is a file. Windows
@@ -87,21 +121,22 @@ func renameNoReplace(oldpath, newpath string) error {
 	return nil
 }
 
-// openGuard opens (creating it if needed) the guard sidecar for reading
-// and writing, refusing a symbolic link or anything but a regular file at
-// its path: the guard is written to, and a link planted there must not
-// make gpuexec write through it.
-func openGuard(path string) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+// openGuard opens the guard sidecar at path for reading and writing,
+// creating it if missing. Windows has no per-user write bits on files in a
+// shared folder that a umask would take away, so it is always writable.
+func openGuard(path string) (f *os.File, writable bool, err error) {
+	for range maxAttempts {
+		f, err = openRegular(path, true)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, err == nil, err
+		}
+		f, err = createExcl(path)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err == nil, err
+		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
-	}
-	return f, nil
+	return nil, false, err
 }
+
+// touchNeedsWrite: SetFileTime needs a handle opened for writing.
+const touchNeedsWrite = true

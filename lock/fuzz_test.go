@@ -160,16 +160,19 @@ func FuzzJudge(f *testing.F) {
 			}
 			return
 		}
+		foreign := !sameHost(info.Host)
 		if age > staleAfter {
-			if st.Alive {
-				t.Fatalf("held with a heartbeat %s old (stale after %s)", age, staleAfter)
+			// Only the kernel's word (a held liveness lock, on this
+			// host) outlives the heartbeat.
+			if want := !foreign && p.liveKnown && p.liveIsHeld; st.Alive != want {
+				t.Fatalf("heartbeat %s old (stale after %s), liveness %+v, other host %v: alive %v, want %v",
+					age, staleAfter, p, foreign, st.Alive, want)
 			}
 			return
 		}
 		// Within the heartbeat: held if anything that can be trusted
 		// says alive...
 		recycled := info.PIDStart != 0 && p.startKnown && !withinTolerance(p.start, info.PIDStart)
-		foreign := !sameHost(info.Host)
 		aliveSign := foreign ||
 			(p.liveKnown && p.liveIsHeld) ||
 			(info.ChildPGID > 0 && p.group) ||

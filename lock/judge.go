@@ -54,12 +54,24 @@ type Status struct {
 	Reason string
 	// Queue lists the waiters in arrival order (filled by Inspect only).
 	Queue []Waiter
+
+	// orphan is the locked liveness file of a holder whose record is
+	// gone while its job still runs (see sweep); orphanGroup is the
+	// job's process group it noted.
+	orphan      string
+	orphanGroup int
 }
 
 // Holder names the holder for messages.
 func (s *Status) Holder() string {
 	if s == nil {
 		return "an unknown holder"
+	}
+	if s.orphan != "" {
+		if s.orphanGroup > 0 {
+			return fmt.Sprintf("a job whose lock record was removed (process group %d)", s.orphanGroup)
+		}
+		return "a job whose lock record was removed"
 	}
 	if s.Info == nil {
 		return "an unreadable lock record"
@@ -128,13 +140,20 @@ func hostName() string {
 // The rules, in order:
 //   - content that is not a valid record is held while its mtime is under
 //     WriteGrace old (its writer may not have written it yet), stale after;
-//   - a heartbeat older than staleAfter is stale, whatever else is true;
-//   - a record from another host is held: its pid cannot be checked here;
-//   - a holder whose liveness lock (see LiveSuffix) is held is alive, one
-//     whose liveness lock is free is gone (its pid is not consulted);
-//   - a pid that is gone, or that now names a process started at another
-//     time than the record says (a recycled pid), is stale, unless the
-//     record's job process group still has a live process;
+//   - a record from another host is held while its heartbeat is younger
+//     than staleAfter, stale after: its pid cannot be checked here;
+//   - a holder whose liveness lock (see LiveSuffix) is held is alive,
+//     however old its heartbeat: the kernel says the holder or a process
+//     of its job runs, and an old mtime only means it was stopped (SIGSTOP,
+//     Ctrl+Z), the machine slept, the clock jumped, or someone touched the
+//     file;
+//   - otherwise (no liveness file: the seed's Node tool; or its lock free)
+//     a heartbeat older than staleAfter is stale;
+//   - a holder whose liveness lock is free is gone (its pid is not
+//     consulted); so is one whose pid is gone or now names a process
+//     started at another time than the record says (a recycled pid);
+//     either is stale, unless the record's job process group (or the one
+//     the holder noted in its liveness file) still has a live process;
 //   - otherwise it is held.
 func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	s.HeartbeatAge = now.Sub(s.ModTime)
@@ -154,20 +173,29 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		setStale("lock file has no valid record and is %s old", fmtAge(s.HeartbeatAge))
 		return
 	}
-	if s.HeartbeatAge > staleAfter {
-		setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
-		return
-	}
+	noHeartbeat := s.HeartbeatAge > staleAfter
 	info := s.Info
 	if !sameHost(info.Host) {
-		setHeld("held from host %s: only its heartbeat can be checked", info.Host)
+		if noHeartbeat {
+			setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
+			return
+		}
+		setHeld("held from host %s: only its heartbeat can be checked", printable(info.Host))
 		return
 	}
 	held, known, noted := p.liveHeld(info.Token)
 	if known && held {
 		// The kernel says the holder or a process of its job runs:
-		// nothing a pid could say overrules that.
+		// nothing a pid or a clock could say overrules that.
+		if noHeartbeat {
+			setHeld("no heartbeat for %s, but its liveness lock is held: the holder or its job still runs (stopped, or the clock jumped)", fmtAge(s.HeartbeatAge))
+			return
+		}
 		setHeld("")
+		return
+	}
+	if noHeartbeat {
+		setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
 		return
 	}
 	gone := ""

@@ -28,7 +28,7 @@ type liveLock struct {
 // takeLive creates and exclusively locks the liveness file for token.
 func takeLive(lockPath, token string) (*liveLock, error) {
 	p := livePath(lockPath, token)
-	f, err := createShared(p)
+	f, err := createExcl(p)
 	if err != nil {
 		return nil, err
 	}
@@ -70,39 +70,54 @@ func (l *liveLock) release() {
 	os.Remove(l.path)
 }
 
-// probeLive reports whether the liveness lock of token is held (known=false
-// when there is no liveness file: a record of the seed's tool, or one whose
-// holder died before creating it), and, when it is free, the job's process
-// group the holder noted in it (0: none).
+// probeLive reports whether the liveness lock of token is held, and, when
+// it is free, the job's process group the holder noted in it (0: none).
+// known=false when that cannot be told: no liveness file (a record of the
+// seed's tool, or one whose holder died before creating it), or one that is
+// not a regular file or cannot be opened or locked (put there or swapped
+// by someone else); the holder is then judged by its pid and heartbeat, as
+// the seed's are.
 func probeLive(lockPath, token string) (held, known bool, group int) {
-	f, err := openShared(livePath(lockPath, token))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, false, 0
+	held, known, group = probeLiveFile(livePath(lockPath, token))
+	if held {
+		group = 0
 	}
+	return held, known, group
+}
+
+// probeLiveFile is probeLive for the liveness file at path; group is what
+// its holder noted, held or not.
+func probeLiveFile(path string) (held, known bool, group int) {
+	f, err := openRegular(path, false)
 	if err != nil {
-		return true, true, 0 // cannot tell: keep the lock held
+		return false, false, 0
 	}
 	defer f.Close()
 	ok, err := tryLockShared(f)
 	if err != nil {
-		return true, true, 0 // cannot tell: keep the lock held
+		return false, false, 0
 	}
-	if !ok {
-		return true, true, 0
+	if ok {
+		defer unlockFile(f)
 	}
 	var b [maxNote]byte
 	n, _ := f.ReadAt(b[:], 0)
-	unlockFile(f)
 	if g, err := strconv.Atoi(string(b[:n])); err == nil && g > 0 {
 		group = g
 	}
-	return false, true, group
+	return !ok, true, group
 }
 
 // removeDeadLive removes token's liveness file if nobody holds its lock.
 func removeDeadLive(lockPath, token string) {
-	p := livePath(lockPath, token)
-	f, err := openShared(p)
+	removeDeadLiveFile(livePath(lockPath, token))
+}
+
+// removeDeadLiveFile removes the liveness file at path if it is a regular
+// file whose lock nobody holds. Liveness files are only ever created under
+// fresh random names, so nobody can have re-created it in between.
+func removeDeadLiveFile(path string) {
+	f, err := openRegular(path, false)
 	if err != nil {
 		return
 	}
@@ -112,6 +127,6 @@ func removeDeadLive(lockPath, token string) {
 	}
 	f.Close()
 	if err == nil && ok {
-		os.Remove(p)
+		os.Remove(path)
 	}
 }

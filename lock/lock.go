@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,7 @@ func DefaultPath() string {
 // from on each OS), or "unknown".
 func DefaultOwner() string {
 	if name := loginName(); name != "" {
-		return name
+		return SafeName(name)
 	}
 	return "unknown"
 }
@@ -77,6 +78,11 @@ type Options struct {
 	// released lines. Nil logs nothing.
 	Logger hclog.Logger
 }
+
+// MinInterval is the shortest Poll, Report, Heartbeat and Stale allowed:
+// each is work done while waiting or holding (a heartbeat takes the guard
+// and touches the lock), and a nanosecond would keep a core busy doing it.
+const MinInterval = time.Millisecond
 
 // ErrInvalid is wrapped by errors about Options.
 var ErrInvalid = errors.New("lock: invalid options")
@@ -112,6 +118,19 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Heartbeat >= o.Stale {
 		return o, fmt.Errorf("%w: heartbeat (%s) must be shorter than stale (%s), or a live holder looks stale", ErrInvalid, o.Heartbeat, o.Stale)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"poll", o.Poll}, {"report", o.Report}, {"heartbeat", o.Heartbeat}, {"stale", o.Stale}} {
+		if d.v < MinInterval {
+			return o, fmt.Errorf("%w: %s (%s) must be at least %s", ErrInvalid, d.name, d.v, MinInterval)
+		}
+	}
+	for _, n := range []struct{ name, v string }{{"owner", o.Owner}, {"slug", o.Slug}} {
+		if err := CheckName(n.v); err != nil {
+			return o, fmt.Errorf("%w: %s %s", ErrInvalid, n.name, err)
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
@@ -161,23 +180,47 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 		return nil, err
 	}
 	var h *Held
-	err = queueFor(ctx, o, []string{o.Path}, func(ctx context.Context, tk **ticket) (bool, []*Status, int, error) {
-		got, st, pos, err := attempt(ctx, o, tk)
+	err = queueFor(ctx, o, []string{o.Path}, func(ctx context.Context, pl *place) (bool, []*Status, error) {
+		got, st, err := attempt(ctx, o, pl)
 		h = got
-		return got != nil, []*Status{st}, pos, err
+		return got != nil, []*Status{st}, err
 	})
-	return h, err
+	return h, explain(o.Path, err)
 }
 
-// tryFunc makes one try for what the caller queues for (see attempt for
-// tk), reporting whether it got it, the locks as seen and its position.
-type tryFunc func(ctx context.Context, tk **ticket) (got bool, seen []*Status, pos int, err error)
+// place is a waiter's place in the queue between its tries: the queue as
+// it sees it, its ticket (nil until it has one), its position at the last
+// try, and what it knows of a head that does not take a free lock.
+type place struct {
+	q      *queue
+	queued bool // it takes a ticket (Acquire); TryAcquire does not
+	tk     *ticket
+	pos    int // 1 for the head; 0 when not queued
+	// pass is how many live waiters ahead this try may pass: those
+	// that left the lock free for longer than HeadGrace each (see
+	// waitForChange).
+	pass int
+	// freeSince is when this waiter, behind the head, first found a
+	// lock it waits for free and not taken; zero when it did not.
+	freeSince time.Time
+}
+
+func (pl *place) seq() uint64 {
+	if pl.tk == nil {
+		return 0
+	}
+	return pl.tk.seq
+}
+
+// tryFunc makes one try for what the caller queues for, reporting whether
+// it got it and the locks as seen.
+type tryFunc func(ctx context.Context, pl *place) (got bool, seen []*Status, err error)
 
 // queueFor is the waiting loop shared by Acquire and AcquireDevices: one try
 // without a ticket (the common case, a free lock and nobody queued, needs
 // no ticket and no watch), then a ticket and tries whenever something may
 // have changed, until try gets it, ctx ends, or an error. locks are the lock
-// files whose removal wakes the waiter.
+// files the waiter may take; their release wakes it.
 func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error {
 	start := time.Now()
 	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
@@ -187,7 +230,8 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
 			"waited", fmtAge(time.Since(start)))
 	}
-	got, seen, _, err := try(ctx, nil)
+	pl := &place{q: newQueue(o.Path, locks)}
+	got, seen, err := try(ctx, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return &WaitError{Waited: time.Since(start), Err: ctx.Err()}
@@ -208,16 +252,16 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 	hostName()
 	selfStartOnce.Do(findSelfStart)
 
-	var tk *ticket
-	defer func() { tk.drop() }()
+	pl.queued = true
+	defer func() { pl.tk.drop() }()
 	var nextReport time.Time
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
 	probe := time.NewTicker(LivenessProbe)
 	defer probe.Stop()
 	for {
-		var pos int
-		got, seen, pos, err = try(ctx, &tk)
+		got, seen, err = try(ctx, pl)
+		pl.pass = 0
 		if err != nil {
 			if ctx.Err() != nil {
 				return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
@@ -229,18 +273,14 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextReport) {
-			o.Logger.Info(waitingLine(seen, pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			o.Logger.Info(waitingLine(seen, pl.pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
-		var seq uint64
-		if tk != nil {
-			seq = tk.seq
-		}
-		if !waitForChange(ctx, o, seen, seq, pos, wk, poll, probe) {
+		if !waitForChange(ctx, o, seen, pl, wk, poll, probe) {
 			return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}
 		}
-		tk.touch(o.Heartbeat)
+		pl.tk.touch(o.Heartbeat)
 	}
 }
 
@@ -262,16 +302,26 @@ func firstHeld(seen []*Status) *Status {
 // non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
 const LivenessProbe = 100 * time.Millisecond
 
-// waitForChange blocks until something may have changed for this waiter,
-// whose ticket is seq (0: none) at position pos: for the head of the queue,
-// a release seen in the folder or a holder found gone by the liveness
-// probe; for a waiter behind it, the live ticket just ahead of its own
-// leaving the queue (found by the folder's events, or by the probe where
-// its waiter died) and none live left ahead (it is the head now); for any,
-// a lock turning stale or the poll timer. Releases do not concern a waiter
-// behind the head: the head takes the lock, and waking the others would
-// only cost them CPU at every handoff. It returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, pos int, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+// HeadGrace is how long the head of the queue may leave a free lock
+// untaken before the waiter behind it takes it instead. A live head takes a
+// released lock within milliseconds; one that does not is stopped (Ctrl+Z,
+// SIGSTOP, a debugger) or starved, and must not keep the GPU idle while
+// others wait. It keeps its ticket, and with it its place at the front
+// once it runs again. Each further waiter behind passes one more such head
+// after one more HeadGrace, so that live waiters keep their order.
+const HeadGrace = 2 * time.Second
+
+// waitForChange blocks until something may have changed for the waiter at
+// pl: for the head of the queue, a release seen in the folder or a holder
+// found gone by the liveness probe; for a waiter behind it, the live rival
+// ticket just ahead of its own leaving the queue (found by the folder's
+// events, or by the probe where its waiter died), none live left ahead (it
+// is the head now), or a lock it waits for left free by the waiters ahead
+// for long enough to pass them (see HeadGrace); for any, a lock turning
+// stale or the poll timer. Releases do not wake a waiter behind the head:
+// the head takes the lock, and waking the others would only cost them CPU
+// at every handoff. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -280,9 +330,11 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 		defer t.Stop()
 		staleC = t.C
 	}
-	head := pos <= 1 || seq == 0
+	seq := pl.seq()
+	head := pl.pos <= 1 || seq == 0
 	var ahead string // the ticket this waiter follows, behind the head
 	if head {
+		pl.freeSince = time.Time{}
 		if wk.watchReleases() {
 			// The folder was not watched until now: a release
 			// before then went unseen.
@@ -290,7 +342,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 				return true
 			}
 		}
-	} else if ahead = follow(o.Path, seq, wk); ahead == "" {
+	} else if ahead = follow(pl, wk); ahead == "" {
 		return true
 	}
 	for {
@@ -307,8 +359,12 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 			if head {
 				continue
 			}
-			if ahead = follow(o.Path, seq, wk); ahead == "" {
+			was := ahead
+			if ahead = follow(pl, wk); ahead == "" {
 				return true // nobody live ahead: the head now
+			}
+			if ahead != was {
+				pl.freeSince = time.Time{}
 			}
 		case <-poll.C:
 			return true
@@ -318,9 +374,13 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 				// follow the next one ahead (the front of the
 				// queue prunes dead tickets).
 				if !ticketAlive(ahead) {
-					if ahead = follow(o.Path, seq, wk); ahead == "" {
+					pl.freeSince = time.Time{}
+					if ahead = follow(pl, wk); ahead == "" {
 						return true
 					}
+				}
+				if pl.passHeads(time.Now()) {
+					return true
 				}
 				continue
 			}
@@ -333,17 +393,48 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, seq uint64, p
 	}
 }
 
-// follow finds the live ticket nearest ahead of seq's and has wk watch it,
-// returning its path, or "" when no live ticket is ahead.
-func follow(lockPath string, seq uint64, wk *waker) string {
+// passHeads is the probe of a waiter behind the head: it notes whether a
+// lock it waits for is free, and reports whether the waiters ahead have
+// left it free long enough (HeadGrace for each) to be passed, setting
+// pl.pass for the next try.
+func (pl *place) passHeads(now time.Time) bool {
+	free := false
+	for _, p := range pl.q.paths {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			free = true
+			break
+		}
+	}
+	if !free {
+		pl.freeSince = time.Time{}
+		return false
+	}
+	if pl.freeSince.IsZero() {
+		pl.freeSince = now
+	}
+	k := max(pl.pos-1, 1)
+	if now.Sub(pl.freeSince) < time.Duration(k)*HeadGrace {
+		return false
+	}
+	pl.pass = k
+	// Should the try not take it (the head took it meanwhile, or a
+	// device set needs more), look again only a grace later.
+	pl.freeSince = now
+	return true
+}
+
+// follow finds the live rival ticket nearest ahead of pl's and has wk
+// watch it, returning its path, or "" when no live rival is ahead.
+func follow(pl *place, wk *waker) string {
+	seq := pl.seq()
 	for range maxAttempts {
-		tickets, err := listTickets(lockPath)
+		tickets, err := listTickets(pl.q.anchor)
 		if err != nil {
 			return ""
 		}
 		var ahead string
 		for i := len(tickets) - 1; i >= 0; i-- {
-			if t := tickets[i]; t.seq < seq && ticketAlive(t.path) {
+			if t := tickets[i]; t.seq < seq && pl.q.rival(t) && ticketAlive(t.path) {
 				ahead = t.path
 				break
 			}
@@ -368,7 +459,7 @@ const staleMargin = 10 * time.Millisecond
 func turnsStale(o Options, seen []*Status) (time.Time, bool) {
 	var at time.Time
 	for _, st := range seen {
-		if st == nil || st.State != StateHeld {
+		if st == nil || st.State != StateHeld || st.orphan != "" {
 			continue
 		}
 		t := st.ModTime.Add(o.Stale)
@@ -406,6 +497,10 @@ func look(o Options, seen []*Status) ([]*Status, bool) {
 // holderGone is the liveness probe: whether the holder seen in st has
 // visibly ended (its liveness lock is free, or its pid is gone).
 func holderGone(st *Status) bool {
+	if st != nil && st.orphan != "" {
+		held, known, _ := probeLiveFile(st.orphan)
+		return known && !held
+	}
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
 	}
@@ -470,15 +565,21 @@ func TryAcquire(o Options) (*Held, bool, error) {
 		return nil, false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
-		return nil, false, err
+		return nil, false, explain(o.Path, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
-	h, _, _, err := attempt(ctx, o, nil)
+	h, _, err := attempt(ctx, o, &place{q: newQueue(o.Path, []string{o.Path})})
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", o.Path+GuardSuffix, clearGuardWait)
+		err = errGuardStuck(o.Path)
 	}
-	return h, h != nil, err
+	return h, h != nil, explain(o.Path, err)
+}
+
+// errGuardStuck says the guard has been held for longer than any step
+// under it takes.
+func errGuardStuck(path string) error {
+	return fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", path+GuardSuffix, clearGuardWait)
 }
 
 // WithLock runs fn while holding the lock, releasing it however fn ends
@@ -506,82 +607,99 @@ func WithLock(ctx context.Context, o Options, fn func(ctx context.Context) error
 // lock or finding the lock released under it.
 const maxAttempts = 4
 
-// attempt makes one try for the lock under the guard. tk is the caller's
-// place in the queue: nil for TryAcquire (which queues behind every
-// waiter); a pointer to a nil ticket joins the queue now; a ticket that was
-// pruned (its waiter stopped for longer than Options.Stale) is taken anew.
-// A stale lock is cleared whatever the caller's position; a free lock is
-// taken only by the head of the queue. It returns the held lock, or nil, the
-// lock's status and the caller's position (0 when not queued).
-func attempt(ctx context.Context, o Options, tk **ticket) (*Held, *Status, int, error) {
+// attempt makes one try for the lock under the guard, from the place pl
+// (see place; one that is queued gets a ticket now if it has none, or anew
+// if its ticket was pruned because its waiter stopped for longer than
+// Options.Stale). A stale lock is cleared whatever the caller's place; a
+// free lock is taken only by the head of the queue, or by a waiter passing
+// heads that left it free (pl.pass). It returns the held lock, or nil and
+// the lock's status.
+func attempt(ctx context.Context, o Options, pl *place) (*Held, *Status, error) {
+	if pl.tk == nil {
+		if err := refuseNonLock(o.Path); err != nil {
+			return nil, nil, err
+		}
+	}
 	g, err := takeGuard(ctx, o.Path)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
 	defer g.release()
-	before, pos, err := queuePlace(g, o, tk)
+	before, err := queuePlace(g, o, pl)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
 	var st *Status
 	for range maxAttempts {
 		if st, err = settle(o); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
-		if st.State != StateFree || before > 0 {
-			return nil, st, pos, nil
+		if st.State != StateFree || before > pl.pass {
+			return nil, st, nil
 		}
 		h, err := create(o)
 		if errors.Is(err, os.ErrExist) {
 			continue // someone outside the queue (the seed's tool) was faster
 		}
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, err
 		}
-		leaveQueue(tk)
-		return h, nil, 0, nil
+		if before > 0 {
+			o.Logger.Warn(fmt.Sprintf("took the free GPU lock ahead of %d waiter(s) that left it untaken for %s (stopped?); they keep their places", before, HeadGrace), "path", o.Path)
+		}
+		pl.leave()
+		return h, nil, nil
 	}
-	return nil, st, pos, nil
+	return nil, st, nil
 }
 
-// queuePlace makes sure the caller has a ticket (see attempt for tk) and
-// returns how many live waiters are ahead of it and its position (0 when
-// not queued). Call with the guard held.
-func queuePlace(g *guard, o Options, tk **ticket) (before, pos int, err error) {
-	var seq uint64
-	if tk != nil {
-		if *tk != nil && !(*tk).exists() {
+// refuseNonLock refuses, before anything is created beside it (the guard,
+// a ticket), a lock path that is no lock gpuexec may use: not a regular
+// file, or a file that is not a lock record (see ErrNotLock). A missing
+// file is no error. It is checked until the caller has a ticket; after
+// that, settle refuses such a file just the same.
+func refuseNonLock(path string) error {
+	_, err := readStatus(path)
+	return err
+}
+
+// queuePlace makes sure a queued caller has a ticket and returns how many
+// live rival waiters are ahead of it, setting pl.pos (0 when not queued).
+// Call with the guard held.
+func queuePlace(g *guard, o Options, pl *place) (before int, err error) {
+	if pl.queued {
+		if pl.tk != nil && !pl.tk.exists() {
 			o.Logger.Warn("this waiter's queue ticket was pruned; queueing again at the back", "path", o.Path)
-			(*tk).drop()
-			*tk = nil
+			pl.tk.drop()
+			pl.tk = nil
 		}
-		if *tk == nil {
-			if *tk, err = takeTicket(g, o); err != nil {
-				return 0, 0, err
+		if pl.tk == nil {
+			if pl.tk, err = takeTicket(g, o, pl.q); err != nil {
+				return 0, err
 			}
 		}
-		seq = (*tk).seq
 	}
-	if before, err = ahead(o.Path, seq, o.Stale); err != nil {
-		return 0, 0, err
+	if before, err = ahead(pl.q, pl.seq(), o.Stale); err != nil {
+		return 0, err
 	}
-	if tk != nil {
-		pos = before + 1
+	pl.pos = 0
+	if pl.queued {
+		pl.pos = before + 1
 	}
-	return before, pos, nil
+	return before, nil
 }
 
-// leaveQueue drops the caller's ticket once it holds the lock.
-func leaveQueue(tk **ticket) {
-	if tk != nil {
-		(*tk).drop()
-		*tk = nil
-	}
+// leave drops the caller's ticket once it holds the lock.
+func (pl *place) leave() {
+	pl.tk.drop()
+	pl.tk = nil
 }
 
 // settle reads the lock at o.Path and clears it if it is stale (logging
 // why), returning it free or held. A lock that keeps changing under it is
-// returned as last judged. Call with the guard held.
+// returned as last judged. A lock whose record is gone counts as held while
+// a liveness file beside it is still locked: the job of a holder whose
+// record was removed (clear --force) still runs. Call with the guard held.
 func settle(o Options) (*Status, error) {
 	var st *Status
 	for range maxAttempts {
@@ -590,6 +708,9 @@ func settle(o Options) (*Status, error) {
 			return nil, err
 		}
 		if st.State == StateFree {
+			if busy := sweep(o.Path); busy != nil {
+				return busy, nil
+			}
 			return st, nil
 		}
 		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
@@ -602,7 +723,7 @@ func settle(o Options) (*Status, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, explainClear(o.Path, st, err)
 		}
 		if st.Info != nil {
 			removeDeadLive(o.Path, st.Info.Token)
@@ -613,9 +734,8 @@ func settle(o Options) (*Status, error) {
 }
 
 // create takes the liveness lock, then creates the record. Call with the
-// guard held and the lock seen free.
+// guard held and the lock settled free.
 func create(o Options) (*Held, error) {
-	sweep(o.Path)
 	info := newInfo(o)
 	live, err := takeLive(o.Path, info.Token)
 	if err != nil {
@@ -648,9 +768,10 @@ func newInfo(o Options) *Info {
 	}
 }
 
-// Inspect reads and judges the lock at path and lists its queue, for status
-// displays; it changes nothing. stale is
-// the heartbeat age after which it is stale (0: DefaultStale).
+// Inspect reads and judges the lock at path and lists its queue (the
+// waiters for it), for status displays; it changes nothing. stale is the
+// heartbeat age after which it is stale (0: DefaultStale). A lock whose
+// record is gone while its holder's job still runs (see sweep) is held.
 func Inspect(path string, stale time.Duration) (*Status, error) {
 	o, err := Options{Path: path, Stale: stale}.withDefaults()
 	if err != nil {
@@ -662,8 +783,10 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 	}
 	if st.State != StateFree {
 		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
+	} else if busy := findOrphan(o.Path); busy != nil {
+		st = busy
 	}
-	if st.Queue, err = readQueue(o.Path); err != nil {
+	if st.Queue, err = readQueue(o.Path, []string{o.Path}); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -675,28 +798,42 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 const clearGuardWait = 10 * time.Second
 
 // Clear removes the lock at path if it is stale, and returns it as judged.
-// A free lock is not an error. A live holder's lock is left in place and
-// ErrHeld returned, unless force is set; a forced clear makes a gpuexec
-// holder notice at its next heartbeat that its lock is lost. Like every
-// removal here it renames the lock aside and re-reads it first, so a lock
-// created in the meantime is never removed.
+// A free lock is not an error, and nothing is created to find it free. A
+// live holder's lock is left in place and ErrHeld returned, unless force is
+// set. A forced clear never puts two jobs on the GPU: a gpuexec holder
+// notices at once that its record is gone and stops its job, and until
+// that job is gone its liveness file keeps the lock held for everyone else
+// (see sweep); the seed's Node tool notices at its next heartbeat. Like
+// every removal here it renames the lock aside and re-reads it first, so a
+// lock created in the meantime is never removed.
 func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*Status, error) {
 	o, err := Options{Path: path, Stale: stale, Logger: logger}.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	// A free lock, and a path that is no lock, are told without the
+	// guard: nothing is created beside them, a read-only folder answers.
+	st, err := readStatus(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	if st.State == StateFree {
+		if busy := findOrphan(o.Path); busy != nil {
+			return busy, fmt.Errorf("%w: %s; nothing to clear: the lock is free once that job ends", ErrHeld, busy.Holder())
+		}
+		return st, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
 	g, err := takeGuard(ctx, o.Path)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", o.Path+GuardSuffix, clearGuardWait)
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return nil, err
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, errGuardStuck(o.Path)
+	}
+	if err != nil {
+		return nil, explain(o.Path, err)
 	}
 	defer g.release()
-	st, err := readStatus(o.Path)
-	if err != nil || st.State == StateFree {
+	if st, err = readStatus(o.Path); err != nil || st.State == StateFree {
 		return st, err
 	}
 	judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
@@ -704,7 +841,7 @@ func Clear(path string, force bool, stale time.Duration, logger hclog.Logger) (*
 		return st, fmt.Errorf("%w: %s", ErrHeld, st.Holder())
 	}
 	if err := removeIfSame(o.Path, st); err != nil {
-		return st, err
+		return st, explainClear(o.Path, st, err)
 	}
 	reason := st.Reason
 	if st.State == StateHeld {
@@ -765,17 +902,29 @@ func (h *Held) markLost(why error) {
 	h.MarkLost(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
 }
 
+// heartbeat touches the lock every Options.Heartbeat, and checks that it
+// is still ours the moment the lock file is removed or renamed away (it
+// watches the folder, as waiters do): a forced clear, or the seed's tool
+// clearing it by its mtime, is noticed at once, not a heartbeat later.
 func (h *Held) heartbeat() {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
 	defer t.Stop()
+	wk, err := newWaker(h.o.Path, []string{h.o.Path})
+	if err != nil {
+		h.o.Logger.Debug("cannot watch the lock's folder; a removed lock is noticed at the next heartbeat", "path", h.o.Path, "error", err)
+	}
+	defer wk.close()
 	for {
+		check := h.touch
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
+		case <-wk.C():
+			check = h.check
 		}
-		if err := h.touch(); err != nil {
+		if err := check(); err != nil {
 			if errors.Is(err, errNotOurs) {
 				h.markLost(err)
 				return
@@ -783,6 +932,20 @@ func (h *Held) heartbeat() {
 			h.o.Logger.Warn("GPU lock heartbeat failed; retrying at the next one", "path", h.o.Path, "error", err)
 		}
 	}
+}
+
+// check reads the lock under the guard and reports errNotOurs if it is no
+// longer this holder's.
+func (h *Held) check() error {
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	g, err := takeGuard(ctx, h.o.Path)
+	if err != nil {
+		return err
+	}
+	defer g.release()
+	_, err = h.ours()
+	return err
 }
 
 // errNotOurs says the lock file no longer holds our record.
@@ -794,16 +957,23 @@ func (h *Held) ours() (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	return st, h.isOurs(st)
+}
+
+// isOurs says whether st, as read, is this holder's record.
+func (h *Held) isOurs(st *Status) error {
 	if st.State == StateFree {
-		return nil, fmt.Errorf("%w: it was removed", errNotOurs)
+		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
 	if st.Info == nil || st.Info.Token != h.info.Token || st.Info.PID != h.info.PID {
-		return nil, fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
+		return fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
 	}
-	return st, nil
+	return nil
 }
 
 // touch is one heartbeat: set the lock file's mtime to now if it is ours.
+// The file is read and touched through one open file, so that the file
+// touched is the one found to be ours, whatever the path names meanwhile.
 func (h *Held) touch() error {
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
@@ -812,11 +982,26 @@ func (h *Held) touch() error {
 		return err
 	}
 	defer g.release()
-	if _, err := h.ours(); err != nil {
+	var f *os.File
+	err = retrySharing(func() (err error) {
+		f, err = openRegular(h.o.Path, touchNeedsWrite)
+		return err
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return h.isOurs(&Status{State: StateFree})
+	}
+	if err != nil {
 		return err
 	}
-	now := time.Now()
-	return retrySharing(func() error { return os.Chtimes(h.o.Path, now, now) })
+	defer f.Close()
+	st, err := readStatusFrom(f, h.o.Path)
+	if err != nil {
+		return err
+	}
+	if err := h.isOurs(st); err != nil {
+		return err
+	}
+	return touchFile(f, time.Now())
 }
 
 // NoteChild notes the process group of the job run under the lock in the
@@ -874,13 +1059,16 @@ func (h *Held) Release() error {
 	if gerr != nil {
 		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
 	}
-	removed, err := h.removeRecord()
-	// The guard goes first: the next holder, woken by the removal, is
-	// waiting for it. The liveness lock goes after the record, on every
-	// path; outside the guard is safe, as nobody judges a record that is
-	// gone, and a sweep that finds the file unlocked removes it first.
-	g.release()
+	// The liveness file goes first, under the guard: once the record is
+	// gone, a liveness file still locked means a job still runs (see
+	// sweep), and the next holder must not have to wait for it. A judge
+	// without the guard that looks in between finds the record with its
+	// liveness file gone and this process alive: held.
 	h.live.release()
+	removed, err := h.removeRecord()
+	// The guard goes before the log line: the next holder, woken by the
+	// removal, is waiting for it.
+	g.release()
 	if removed {
 		h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	}

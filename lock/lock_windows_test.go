@@ -274,7 +274,7 @@ func TestWindowsHelperProcess(t *testing.T) {
 // content, so a locked file (a queue ticket) can still be read.
 func TestLockedFileStaysReadable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ticket")
-	f, err := createShared(path)
+	f, err := createExcl(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestLockedFileStaysReadable(t *testing.T) {
 		t.Fatalf("tryLockShared while locked = %v, %v; want false, nil", ok, err)
 	}
 	g.Close()
-	// createShared's handle lets the file be removed while open and locked.
+	// createExcl's handle lets the file be removed while open and locked.
 	if err := os.Remove(path); err != nil {
 		t.Fatalf("removing an open, locked file: %v", err)
 	}

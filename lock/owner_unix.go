@@ -19,17 +19,22 @@ func loginName() string {
 			return s
 		}
 	}
-	uid := strconv.Itoa(os.Getuid())
+	return userName(os.Getuid())
+}
+
+// userName is the name /etc/passwd gives uid, else "uid<N>".
+func userName(uid int) string {
+	id := strconv.Itoa(uid)
 	if f, err := os.Open("/etc/passwd"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			// name:password:uid:gid:gecos:home:shell
 			fields := strings.SplitN(sc.Text(), ":", 4)
-			if len(fields) >= 3 && fields[2] == uid && fields[0] != "" {
+			if len(fields) >= 3 && fields[2] == id && fields[0] != "" {
 				return fields[0]
 			}
 		}
 	}
-	return "uid" + uid
+	return "uid" + id
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,17 +38,49 @@ type Waiter struct {
 	Host     string `json:"host,omitempty"`
 	// Since is when it started waiting (UTC ISO-8601 with milliseconds).
 	Since string `json:"since"`
+	// Locks are the lock files it waits for (base names); empty for a
+	// ticket that does not say (it is taken to wait for every lock).
+	Locks []string `json:"locks,omitempty"`
 	// Alive is false for a ticket whose waiter is gone (not yet pruned).
 	Alive bool `json:"alive"`
 }
 
-// ticketRecord is a ticket's content.
+// ticketRecord is a ticket's content. Another user's process may have
+// written it: it is only ever read into this struct, and its strings are
+// compared and shown (escaped), never used as paths.
 type ticketRecord struct {
 	PID   int    `json:"pid"`
 	Owner string `json:"owner"`
 	Slug  string `json:"slug"`
 	Host  string `json:"host,omitempty"`
 	Since string `json:"since"`
+	// Locks are the base names of the lock files the waiter may take:
+	// the lock itself, or the devices of a device set. Waiters order
+	// only those they compete with (see queue.rival).
+	Locks []string `json:"locks,omitempty"`
+}
+
+// maxTicketSize bounds what is read of a ticket; a real one is a few
+// hundred bytes.
+const maxTicketSize = 4 << 10
+
+// readTicket reads the ticket at path, refusing anything but a regular
+// file (see openRegular) and anything longer than a ticket can be.
+func readTicket(path string) (ticketRecord, error) {
+	var rec ticketRecord
+	f, err := openRegular(path, false)
+	if err != nil {
+		return rec, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTicketSize+1))
+	switch {
+	case err != nil:
+		return rec, err
+	case len(b) > maxTicketSize:
+		return rec, fmt.Errorf("%s: larger than a ticket", path)
+	}
+	return rec, json.Unmarshal(b, &rec)
 }
 
 // ticket is this process's place in the queue.
@@ -82,7 +115,7 @@ func listTickets(lockPath string) ([]ticketEntry, error) {
 			continue
 		}
 		seq, err := strconv.ParseUint(name[len(prefix):], 10, 64)
-		if err != nil {
+		if err != nil || seq == 0 || seq >= maxSeq {
 			continue
 		}
 		out = append(out, ticketEntry{seq: seq, path: filepath.Join(filepath.Dir(lockPath), name)})
@@ -91,9 +124,69 @@ func listTickets(lockPath string) ([]ticketEntry, error) {
 	return out, nil
 }
 
+// queue is one waiter's view of the queue kept beside a lock (its anchor):
+// which locks the waiter competes for, and which of the others' tickets
+// compete with it. One queue serves a lock and the devices beside it, but
+// only waiters that compete for a same lock order each other: a waiter for
+// GPU 1 does not wait behind one for GPU 0, nor a --gpus waiter behind one
+// for the plain lock.
+type queue struct {
+	anchor string   // the lock path the tickets are named after
+	paths  []string // the locks this waiter may take
+	names  []string // their base names, as tickets record them
+	// rivals caches, per ticket, whether it competes: a ticket's
+	// content is written once, when it is taken.
+	rivals map[uint64]bool
+}
+
+func newQueue(anchor string, locks []string) *queue {
+	q := &queue{anchor: anchor, paths: locks, rivals: map[uint64]bool{}}
+	for _, l := range locks {
+		q.names = append(q.names, filepath.Base(l))
+	}
+	return q
+}
+
+// rival reports whether the ticket t competes for one of q's locks: it
+// names one of them, or names none (an older gpuexec's ticket, or content
+// that cannot be read, which are taken to wait for every lock).
+func (q *queue) rival(t ticketEntry) bool {
+	if r, ok := q.rivals[t.seq]; ok {
+		return r
+	}
+	rec, err := readTicket(t.path)
+	r := competes(rec, err, q.names)
+	if !errors.Is(err, fs.ErrNotExist) {
+		q.rivals[t.seq] = r
+	}
+	return r
+}
+
+// competes reports whether a ticket read as rec (or not read: err) waits
+// for one of the locks names.
+func competes(rec ticketRecord, err error, names []string) bool {
+	if err != nil || len(rec.Locks) == 0 {
+		return true
+	}
+	for _, n := range rec.Locks {
+		if slices.Contains(names, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSeq bounds arrival numbers. Numbers come from a counter that a
+// process of any user who may write the folder can write, and from ticket
+// names: larger ones are ignored, so that no number ever wraps around to
+// the front of the queue. At a million tickets a second it lasts 146,000
+// years.
+const maxSeq = 1 << 62
+
 // nextSeq hands out arrival numbers from a counter kept in the guard file,
 // never below a ticket that exists (the guard file may have been deleted).
-// Call with the guard held.
+// Where this process may not write the guard (see openGuard), the number is
+// the last ticket's plus one. Call with the guard held.
 func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	var b [8]byte
 	n, err := g.f.ReadAt(b[:], 0)
@@ -104,10 +197,16 @@ func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	if n == len(b) {
 		seq = binary.LittleEndian.Uint64(b[:])
 	}
+	if seq >= maxSeq {
+		seq = 0
+	}
 	if k := len(existing); k > 0 && existing[k-1].seq > seq {
 		seq = existing[k-1].seq
 	}
 	seq++
+	if !g.writable {
+		return seq, nil
+	}
 	binary.LittleEndian.PutUint64(b[:], seq)
 	if _, err := g.f.WriteAt(b[:], 0); err != nil {
 		return 0, err
@@ -115,8 +214,8 @@ func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	return seq, nil
 }
 
-// takeTicket joins the queue. Call with the guard held.
-func takeTicket(g *guard, o Options) (*ticket, error) {
+// takeTicket joins the queue q. Call with the guard held.
+func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 	existing, err := listTickets(o.Path)
 	if err != nil {
 		return nil, err
@@ -126,7 +225,7 @@ func takeTicket(g *guard, o Options) (*ticket, error) {
 		return nil, err
 	}
 	p := ticketPath(o.Path, seq)
-	f, err := createShared(p)
+	f, err := createExcl(p)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +236,7 @@ func takeTicket(g *guard, o Options) (*ticket, error) {
 	if err == nil {
 		b, _ := json.Marshal(ticketRecord{
 			PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: hostName(),
-			Since: time.Now().UTC().Format(isoMillis),
+			Since: time.Now().UTC().Format(isoMillis), Locks: q.names,
 		})
 		_, err = f.Write(b)
 	}
@@ -146,6 +245,7 @@ func takeTicket(g *guard, o Options) (*ticket, error) {
 		os.Remove(p)
 		return nil, &fs.PathError{Op: "queue", Path: p, Err: err}
 	}
+	q.rivals[seq] = true
 	return &ticket{seq: seq, path: p, f: f, touched: time.Now()}, nil
 }
 
@@ -168,7 +268,7 @@ func (t *ticket) touch(period time.Duration) {
 		return
 	}
 	t.touched = now
-	os.Chtimes(t.path, now, now)
+	touchFile(t.f, now)
 }
 
 // drop leaves the queue. Safe on nil and more than once.
@@ -186,7 +286,7 @@ func (t *ticket) drop() {
 
 // ticketAlive reports whether a waiter holds the ticket's kernel lock.
 func ticketAlive(path string) bool {
-	f, err := openShared(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return false
 	}
@@ -201,15 +301,15 @@ func ticketAlive(path string) bool {
 	return !ok
 }
 
-// ahead counts the tickets before seq (all of them for seq 0). The first
-// ones, up to the first live ticket, are checked, and pruned if their
-// waiter is gone or has not shown life for longer than stale; the ones
-// behind a live ticket are counted as they are: nobody behind it is served
-// before it, and each is checked when it comes first. That keeps the work
-// under the guard the same for any length of queue. Call with the guard
-// held.
-func ahead(lockPath string, seq uint64, stale time.Duration) (int, error) {
-	tickets, err := listTickets(lockPath)
+// ahead counts the live tickets before seq (all of them for seq 0) that
+// compete with q. The first ones, up to the first live rival, are checked,
+// and pruned if their waiter is gone or has not shown life for longer than
+// stale; the rivals behind a live one are counted as they are: nobody
+// behind it is served before it, and each is checked when it comes first.
+// That keeps the work under the guard the same for any length of queue.
+// Call with the guard held.
+func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
+	tickets, err := listTickets(q.anchor)
 	if err != nil {
 		return 0, err
 	}
@@ -218,41 +318,48 @@ func ahead(lockPath string, seq uint64, stale time.Duration) (int, error) {
 		if seq != 0 && t.seq >= seq {
 			break
 		}
-		if n == 0 {
-			fi, err := os.Stat(t.path)
-			if err != nil {
-				continue
+		if n > 0 {
+			if q.rival(t) {
+				n++
 			}
-			if !ticketAlive(t.path) || time.Since(fi.ModTime()) > stale {
-				os.Remove(t.path)
-				continue
-			}
+			continue
 		}
-		n++
+		fi, err := os.Lstat(t.path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // gone, or no ticket of anyone's: not touched
+		}
+		if !ticketAlive(t.path) || time.Since(fi.ModTime()) > stale {
+			os.Remove(t.path)
+			delete(q.rivals, t.seq)
+			continue
+		}
+		if q.rival(t) {
+			n++
+		}
 	}
 	return n, nil
 }
 
-// readQueue lists the waiters in arrival order without changing anything.
-func readQueue(lockPath string) ([]Waiter, error) {
-	tickets, err := listTickets(lockPath)
+// readQueue lists the waiters for any of locks (nil: every waiter) in
+// arrival order, without changing anything. Positions count the live ones.
+func readQueue(anchor string, locks []string) ([]Waiter, error) {
+	tickets, err := listTickets(anchor)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	names := newQueue(anchor, locks).names
 	var out []Waiter
 	pos := 0
 	for _, t := range tickets {
-		b, err := readAllLimited(t.path)
-		if err != nil {
+		rec, err := readTicket(t.path)
+		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names)) {
 			continue
 		}
-		var rec ticketRecord
-		json.Unmarshal(b, &rec)
 		w := Waiter{Seq: t.seq, PID: rec.PID, Owner: rec.Owner, Slug: rec.Slug, Host: rec.Host, Since: rec.Since,
-			Alive: ticketAlive(t.path)}
+			Locks: rec.Locks, Alive: ticketAlive(t.path)}
 		if w.Alive {
 			pos++
 			w.Position = pos

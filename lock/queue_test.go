@@ -26,7 +26,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 func liveWaiters(t *testing.T, path string) int {
-	q, err := readQueue(path)
+	q, err := readQueue(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestQueuedTryAcquireRespectsWaiter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tk, err := takeTicket(g, o)
+	tk, err := takeTicket(g, o, newQueue(o.Path, []string{o.Path}))
 	g.release()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestDeadWaitersTicketIsPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := takeTicket(g, o)
+	tk, err := takeTicket(g, o, newQueue(o.Path, []string{o.Path}))
 	g.release()
 	if err != nil {
 		t.Fatal(err)

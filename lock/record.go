@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // maxRecordSize bounds how much of a lock file is read. A real record is a
@@ -50,7 +54,7 @@ func (i *Info) Holder() string {
 	if i == nil {
 		return "an unknown holder"
 	}
-	owner, slug := i.Owner, i.Slug
+	owner, slug := printable(i.Owner), printable(i.Slug)
 	if owner == "" {
 		owner = "?"
 	}
@@ -59,7 +63,7 @@ func (i *Info) Holder() string {
 	}
 	s := fmt.Sprintf("%s/%s (pid %d", owner, slug, i.PID)
 	if i.Host != "" && i.Host != hostName() {
-		s += " on " + i.Host
+		s += " on " + printable(i.Host)
 	}
 	return s + ")"
 }
@@ -114,8 +118,10 @@ func parseRecord(b []byte) (*Info, error) {
 	switch {
 	case info.PID <= 0 || info.PID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: pid %d cannot name a process", errBadRecord, info.PID)
-	case info.Token == "":
-		return nil, fmt.Errorf("%w: no token", errBadRecord)
+	case !validToken(info.Token):
+		// The token names the holder's liveness file: anything but the
+		// seed's 16 lowercase hex digits could name another path.
+		return nil, fmt.Errorf("%w: token %q is not 16 lowercase hex digits", errBadRecord, printable(SafeName(info.Token)))
 	case info.ChildPGID < 0 || info.ChildPGID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: childPgid %d cannot name a process group", errBadRecord, info.ChildPGID)
 	}
@@ -137,10 +143,97 @@ func (i *Info) encode() []byte {
 	return b
 }
 
+// TokenLen is the length of a token: 16 lowercase hex digits.
+const TokenLen = 16
+
+// validToken reports whether t is a token as the seed writes them: 16
+// lowercase hex digits, and so a safe part of a file name.
+func validToken(t string) bool {
+	if len(t) != TokenLen {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // newToken returns 16 lowercase hex digits, as the seed's
 // crypto.randomBytes(8).toString('hex'). A token tells holders apart; it is
 // no secret, so the runtime's generator (ChaCha8, seeded by the kernel at
 // start) serves, without linking the crypto packages and their start-up.
 func newToken() string {
 	return fmt.Sprintf("%016x", rand.Uint64())
+}
+
+// MaxNameLen bounds an owner or slug, in bytes: a record stays far below
+// what a reader takes for a lock file (see maxPartialRecord).
+const MaxNameLen = 256
+
+// CheckName says what is wrong with an owner or slug as a name to record:
+// longer than MaxNameLen bytes, not UTF-8, or holding a control character
+// (a newline, an escape sequence), which would garble every status line and
+// log that shows it. nil when it may be recorded.
+func CheckName(s string) error {
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("is %d bytes long; at most %d", len(s), MaxNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("holds the control character %s", strconv.QuoteRuneToASCII(r))
+		}
+	}
+	return nil
+}
+
+// SafeName makes s fit to record as an owner or slug when it was not given
+// by the user but found (the login name, a command's base name): control
+// characters are escaped (see printable) and it is cut to MaxNameLen bytes.
+func SafeName(s string) string {
+	s = printable(s)
+	if len(s) <= MaxNameLen {
+		return s
+	}
+	s = s[:MaxNameLen]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// printable is s as it may be shown on a terminal or in a log line: what
+// another process wrote into a record or ticket (the seed's Node tool takes
+// any owner) may hold newlines, escape sequences or invalid UTF-8, which
+// are shown escaped (\n, \x1b, \u202e) instead of acting on the terminal.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r) // '\n', '\x1b', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -18,9 +18,9 @@ func (s *Status) Describe() string {
 		if !w.Alive {
 			continue
 		}
-		fmt.Fprintf(&b, "\n  %d. %s/%s (pid %d", w.Position, w.Owner, w.Slug, w.PID)
+		fmt.Fprintf(&b, "\n  %d. %s/%s (pid %d", w.Position, printable(w.Owner), printable(w.Slug), w.PID)
 		if !sameHost(w.Host) {
-			b.WriteString(" on " + w.Host)
+			b.WriteString(" on " + printable(w.Host))
 		}
 		b.WriteString(") waiting")
 		if t, err := time.Parse(time.RFC3339Nano, w.Since); err == nil {
@@ -33,6 +33,9 @@ func (s *Status) Describe() string {
 func (s *Status) describeLock() string {
 	if s.State == StateFree {
 		return "free"
+	}
+	if s.orphan != "" {
+		return "held by " + s.Holder() + ", alive (" + s.Reason + ")"
 	}
 	var b strings.Builder
 	if s.State == StateStale {
@@ -87,6 +90,14 @@ func (s *Status) JSON() map[string]any {
 		if s.Reason != "" {
 			m["note"] = s.Reason
 		}
+	}
+	if s.orphan != "" {
+		m["heartbeatAgeSeconds"] = nil
+		m["liveFile"] = s.orphan
+		if s.orphanGroup > 0 {
+			m["childPgid"] = s.orphanGroup
+		}
+		return m
 	}
 	if s.Info == nil {
 		m["content"] = string(s.Content)

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,16 +16,29 @@ const (
 	tmpPart   = ".tmp-"
 )
 
-// sweep removes what processes killed mid-step left beside the lock at
-// lockPath: liveness files whose kernel lock nobody holds, and set-aside or
+// sweep looks at what is left beside the lock at lockPath, whose record is
+// gone. Liveness files whose kernel lock nobody holds, and set-aside or
 // temporary files ("<lock>.stale-PID-*", "<lock>.tmp-PID-*") whose process
 // is gone (a live process's own, such as a seed tool's set-aside lock, is
-// left alone). Call with the guard held and the lock seen free, so that no
-// liveness file can belong to a current record.
-func sweep(lockPath string) {
-	ents, err := os.ReadDir(filepath.Dir(lockPath))
+// left alone), are leftovers of processes killed mid-step: it removes them,
+// if they are regular files (anything else is nobody's leftover).
+// A liveness file whose lock is still held is a holder whose record was
+// removed (clear --force, or the seed's tool clearing it by its mtime)
+// while its job still runs: sweep returns it as a held lock, and nothing
+// may take the lock until that job is gone. Names are only matched, never
+// taken from file contents. Call with the guard held and the lock seen
+// free, so that no liveness file can belong to a current record.
+func sweep(lockPath string) (busy *Status) { return sweepLeftovers(lockPath, true) }
+
+// findOrphan is sweep that changes nothing: it finds a holder whose record
+// is gone while its job still runs.
+func findOrphan(lockPath string) *Status { return sweepLeftovers(lockPath, false) }
+
+func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
+	dir := filepath.Dir(lockPath)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return nil
 	}
 	base := filepath.Base(lockPath)
 	for _, e := range ents {
@@ -33,15 +47,37 @@ func sweep(lockPath string) {
 		if !ok {
 			continue
 		}
+		path := filepath.Join(dir, name)
 		switch {
 		case strings.HasPrefix(rest, LiveSuffix):
-			removeDeadLive(lockPath, strings.TrimPrefix(rest, LiveSuffix))
+			if held, known, group := probeLiveFile(path); known && held {
+				if busy == nil {
+					busy = orphanStatus(lockPath, path, group)
+				}
+			} else if known && remove {
+				removeDeadLiveFile(path)
+			}
+		case !remove:
 		case strings.HasPrefix(rest, stalePart), strings.HasPrefix(rest, tmpPart):
 			_, after, _ := strings.Cut(rest[1:], "-")
 			pidText, _, _ := strings.Cut(after, "-")
-			if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 && !processAlive(pid) {
-				os.Remove(filepath.Join(filepath.Dir(lockPath), name))
+			if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 && !processAlive(pid) && e.Type().IsRegular() {
+				os.Remove(path)
 			}
 		}
 	}
+	return busy
+}
+
+// orphanStatus is the lock at lockPath held by the job of a holder whose
+// record is gone, as its locked liveness file at live shows.
+func orphanStatus(lockPath, live string, group int) *Status {
+	st := &Status{
+		State: StateHeld, Path: lockPath, Alive: true, orphan: live, orphanGroup: group,
+		Reason: fmt.Sprintf("its record was removed (a forced clear?) while its job still runs: %s is locked; the lock is free when that job ends", filepath.Base(live)),
+	}
+	if fi, err := os.Lstat(live); err == nil {
+		st.ModTime = fi.ModTime()
+	}
+	return st
 }

@@ -71,7 +71,7 @@ func queueOf(t *testing.T, o Options, n int) []*ticket {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, err := takeTicket(g, o)
+		tk, err := takeTicket(g, o, newQueue(o.Path, []string{o.Path}))
 		g.release()
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,8 @@ func waiting(t *testing.T, ctx context.Context, o Options, seen []*Status, seq u
 	t.Helper()
 	poll, probe := time.NewTimer(time.Hour), time.NewTicker(probeEvery)
 	returned := make(chan bool, 1)
-	go func() { returned <- waitForChange(ctx, o, seen, seq, pos, k, poll, probe) }()
+	pl := &place{q: newQueue(o.Path, []string{o.Path}), queued: true, tk: &ticket{seq: seq}, pos: pos}
+	go func() { returned <- waitForChange(ctx, o, seen, pl, k, poll, probe) }()
 	t.Cleanup(func() {
 		poll.Stop()
 		probe.Stop()

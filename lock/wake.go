@@ -6,8 +6,9 @@ import (
 )
 
 // waker turns changes in the lock's folder into wake-ups for a waiter: one
-// of the lock files removed or renamed away (released, cleared), for the
-// head of the queue; a ticket removed (a waiter served or gone), for the
+// of the lock files or their liveness files removed or renamed away
+// (released, cleared, a job whose record was cleared ending), for the head
+// of the queue; a ticket removed (a waiter served or gone), for the
 // waiters behind it. Everything else in the folder (records written,
 // tickets taken or touched, liveness files) wakes nobody. Where the folder
 // cannot be watched (no inotify instance left, some network filesystems)
@@ -18,7 +19,8 @@ import (
 type waker struct {
 	dir     string
 	locks   map[string]bool
-	tickets string // path prefix of the queue's tickets
+	lives   []string // path prefixes of the locks' liveness files
+	tickets string   // path prefix of the queue's tickets
 	c       chan struct{}
 	left    chan struct{}
 	done    chan struct{} // closed when the watch has stopped
@@ -30,11 +32,13 @@ type waker struct {
 // removal of any of locks and of tickets.
 func newWaker(lockPath string, locks []string) (*waker, error) {
 	set := make(map[string]bool, len(locks))
+	var lives []string
 	for _, l := range locks {
 		set[l] = true
+		lives = append(lives, l+LiveSuffix)
 	}
 	k := &waker{
-		dir: filepath.Dir(lockPath), locks: set, tickets: lockPath + TicketSuffix,
+		dir: filepath.Dir(lockPath), locks: set, lives: lives, tickets: lockPath + TicketSuffix,
 		c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if err := k.watch(); err != nil {
@@ -51,6 +55,13 @@ func (k *waker) removed(name string) {
 		send(k.c)
 	case strings.HasPrefix(path, k.tickets):
 		send(k.left)
+	default:
+		for _, p := range k.lives {
+			if strings.HasPrefix(path, p) {
+				send(k.c)
+				return
+			}
+		}
 	}
 }
 

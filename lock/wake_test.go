@@ -38,7 +38,8 @@ func TestWakerWakesOnRemovalsOnly(t *testing.T) {
 	ticket := ticketPath(lockPath, 1)
 	ticket2 := ticketPath(lockPath, 2)
 	live := lockPath + LiveSuffix + "0123456789abcdef"
-	for _, p := range []string{lockPath, ticket, ticket2, live} {
+	other := filepath.Join(dir, "other.lock"+LiveSuffix+"0123456789abcdef")
+	for _, p := range []string{lockPath, ticket, ticket2, live, other} {
 		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -64,11 +65,16 @@ func TestWakerWakesOnRemovalsOnly(t *testing.T) {
 					os.WriteFile(lockPath, []byte(`{"pid":1}`), 0o644),
 					os.Chtimes(lockPath, now, now),
 					os.WriteFile(lockPath+".tmp-1-abcdef", []byte("{}"), 0o644),
-					os.Remove(live),
+					os.Remove(other),
 					os.Remove(ticket),
 				)
 			},
 			want: k.Left(), quiet: k.C(), whyQuit: "a release for writes, a touch or another file's removal",
+		},
+		{
+			name: "a liveness file removed (the job of a cleared holder ended)",
+			do:   func() error { return os.Remove(live) },
+			want: k.C(), quiet: k.Left(), whyQuit: "a ticket leaving for a liveness file's removal",
 		},
 		{
 			name: "a new ticket taken; the lock renamed away (released)",

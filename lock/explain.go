@@ -1,0 +1,59 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+)
+
+// FolderError is an error from the lock's folder that the user must fix:
+// this user may not create or remove files there. It names the folder,
+// who owns it and how it may be written, and how several users share a
+// lock.
+type FolderError struct {
+	// Dir is the lock's folder.
+	Dir string
+	// Holder is set when the error came from clearing a stale lock.
+	Holder string
+	Err    error
+}
+
+// ShareHint is how several users share a lock: a folder that their group
+// may write (setgid, so that every file in it belongs to the group), in
+// which gpuexec makes every file group-writable.
+const ShareHint = "to share a GPU among users, use a folder that all of them can write: " +
+	"sudo groupadd -f gpu && sudo install -d -m 2775 -g gpu /var/lib/gpuexec, add the users to group gpu, " +
+	"and give them all --lock /var/lib/gpuexec/gpu.lock (or GPUEXEC_LOCK)"
+
+func (e *FolderError) Error() string {
+	what := "cannot use the lock folder " + e.Dir
+	if e.Holder != "" {
+		what = "cannot clear the stale lock of " + e.Holder + " in " + e.Dir
+	}
+	desc := describeFolder(e.Dir)
+	if desc != "" {
+		desc = " (" + desc + ")"
+	}
+	return fmt.Sprintf("lock: %s%s: %v; %s", what, desc, e.Err, ShareHint)
+}
+
+func (e *FolderError) Unwrap() error { return e.Err }
+
+// explain turns a permission error from the folder of lockPath into a
+// *FolderError; other errors are returned as they are.
+func explain(lockPath string, err error) error {
+	var fe *FolderError
+	if err == nil || !errors.Is(err, fs.ErrPermission) || errors.As(err, &fe) {
+		return err
+	}
+	return &FolderError{Dir: filepath.Dir(lockPath), Err: err}
+}
+
+// explainClear is explain for the failed clearing of the stale lock st.
+func explainClear(lockPath string, st *Status, err error) error {
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return &FolderError{Dir: filepath.Dir(lockPath), Holder: st.Holder(), Err: err}
+}

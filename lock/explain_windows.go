@@ -1,0 +1,7 @@
+//go:build windows
+
+package lock
+
+// describeFolder says nothing more on Windows: the error from the system
+// already names what is denied.
+func describeFolder(string) string { return "" }
