@@ -4,9 +4,11 @@
 // Caught signals are forwarded to the child's whole process group while a
 // job runs (its own group no longer hears the terminal's Ctrl+C, so
 // forwarding is the only way it does), and end a wait for the lock with
-// 128+N. Others are left to the Go runtime's defaults; SIGCHLD and SIGURG
-// (the runtime's preemption signal) in particular are never caught or
-// forwarded.
+// 128+N; on Unix, a stop (SIGTSTP, Ctrl+Z) and a continue (SIGCONT) are
+// not endings: the job stops and goes on with gpuexec (see Of). Others are
+// left to the Go runtime's defaults; SIGCHLD and SIGURG (the runtime's
+// preemption signal) in particular are never caught or forwarded. SIGPIPE
+// is never allowed to end gpuexec (see SurviveBrokenPipes).
 package signals
 
 import (
@@ -22,6 +24,31 @@ func Notify() (c <-chan os.Signal, stop func()) {
 	ch := make(chan os.Signal, 16)
 	signal.Notify(ch, Caught...)
 	return ch, func() { signal.Stop(ch) }
+}
+
+// Action is what a caught signal asks of gpuexec and its job.
+type Action int
+
+const (
+	// End: stop the job (forward the signal, SIGKILL after the grace)
+	// and end with 128+N; while waiting, stop waiting.
+	End Action = iota
+	// Stop: stop the job's group with gpuexec, as a shell's Ctrl+Z
+	// stops a job (Unix only).
+	Stop
+	// Continue: let the job's group go on with gpuexec (Unix only).
+	Continue
+)
+
+// Of says what sig asks.
+func Of(sig os.Signal) Action {
+	switch sig {
+	case stopSignal:
+		return Stop
+	case continueSignal:
+		return Continue
+	}
+	return End
 }
 
 // ExitStatus is the status gpuexec exits with when sig ends it: 128+N, as a

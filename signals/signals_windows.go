@@ -21,3 +21,14 @@ var names = map[syscall.Signal]string{
 	syscall.SIGTERM: "SIGTERM",
 	syscall.SIGKILL: "SIGKILL",
 }
+
+// Windows has no job-control signals: no signal value is a stop or a
+// continue.
+var (
+	stopSignal     os.Signal = nil
+	continueSignal os.Signal = nil
+)
+
+// SurviveBrokenPipes does nothing on Windows: a write to a closed pipe
+// fails with an error there, and never ends the process.
+func SurviveBrokenPipes() {}

@@ -16,3 +16,13 @@ func configure(cmd *exec.Cmd) {
 
 // reap does nothing: without a subreaper, orphans go to init.
 func (g *group) reap() {}
+
+// straysLeft and strays know nothing here: without a subreaper, processes
+// that left the job's group are re-parented to init and cannot be told
+// from anyone else's. The liveness lock they inherit still keeps the lock
+// held while they run.
+func (g *group) straysLeft() bool { return false }
+
+// childrenBefore notes nothing here (see strays).
+func childrenBefore(bool) map[int]bool { return nil }
+func (g *group) strays() []int         { return nil }

@@ -6,43 +6,109 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuexec/gpuexec/signals"
 )
 
 // terminate is the graceful stop sent at --timeout and when the lock is lost.
 var terminate os.Signal = syscall.SIGTERM
 
-// group is the child's process group; its id is the child's pid.
-type group struct{ pgid int }
+// group is the job: the child's process group (its id is the child's pid)
+// and, where gpuexec can find them (Linux, see strays), the processes of
+// the job that left that group (setsid, setpgid: daemons it started).
+type group struct {
+	pgid int
+	// sole: the process has no children but the job's (Config.SoleJob),
+	// and others (see childrenBefore).
+	sole   bool
+	others map[int]bool
+	// warned remembers the strays already sent the graceful stop.
+	warned map[int]bool
+}
 
-func newGroup(cmd *exec.Cmd) (*group, error) {
-	return &group{pgid: cmd.Process.Pid}, nil
+func newGroup(cmd *exec.Cmd, sole bool, others map[int]bool) (*group, error) {
+	return &group{pgid: cmd.Process.Pid, sole: sole, others: others, warned: map[int]bool{}}, nil
 }
 
 // id is what the lock records as childPgid.
 func (g *group) id() int { return g.pgid }
 
-// signal sends sig to every process of the group.
+// signal sends sig to every process of the job: its group, and each
+// process of the job outside it.
 func (g *group) signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		s = syscall.SIGTERM
 	}
-	return unix.Kill(-g.pgid, s)
+	err := unix.Kill(-g.pgid, s)
+	for _, pid := range g.strays() {
+		if signals.Of(sig) == signals.End {
+			g.warned[pid] = true
+		}
+		unix.Kill(pid, s)
+	}
+	if errors.Is(err, unix.ESRCH) {
+		err = nil // the group is gone; strays may not be
+	}
+	return err
 }
 
-// kill sends SIGKILL to every process of the group.
-func (g *group) kill() error { return unix.Kill(-g.pgid, unix.SIGKILL) }
+// kill sends SIGKILL to every process of the job.
+func (g *group) kill() error {
+	err := unix.Kill(-g.pgid, unix.SIGKILL)
+	for _, pid := range g.strays() {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+	if errors.Is(err, unix.ESRCH) {
+		err = nil
+	}
+	return err
+}
 
-// alive reports whether any process of the group is left.
+// alive reports whether any process of the job is left: in its group, or
+// outside it (see strays).
 func (g *group) alive() bool {
 	err := unix.Kill(-g.pgid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+	return err == nil || errors.Is(err, unix.EPERM) || g.straysLeft()
 }
 
 func (g *group) close() {}
+
+// resume continues every process of the job (SIGCONT), in case it is
+// stopped.
+func (g *group) resume() { g.signal(syscall.SIGCONT) }
+
+// stopStrays sends sig to the processes of the job outside its group that
+// have not had it yet.
+func (g *group) stopStrays(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		s = syscall.SIGTERM
+	}
+	for _, pid := range g.strays() {
+		if !g.warned[pid] {
+			g.warned[pid] = true
+			unix.Kill(pid, s)
+		}
+	}
+}
+
+// describeLeft names what is left of the job, for the log: "group 4250,
+// pids 4301 4302 outside it".
+func (g *group) describeLeft() string {
+	s := "process group " + strconv.Itoa(g.pgid)
+	if strays := g.strays(); len(strays) > 0 {
+		s += "; outside it, pids"
+		for _, pid := range strays {
+			s += " " + strconv.Itoa(pid)
+		}
+	}
+	return s
+}
 
 // exitStatus maps the child's end to gpuexec's status: its exit code, or
 // 128+N when signal N killed it.
@@ -55,3 +121,7 @@ func exitStatus(st *os.ProcessState) int {
 	}
 	return st.ExitCode()
 }
+
+// stopSelf stops gpuexec itself, as Ctrl+Z stops a program in a shell: the
+// shell sees it stopped and can continue it (fg, bg), which sends SIGCONT.
+func stopSelf() { unix.Kill(os.Getpid(), unix.SIGSTOP) }

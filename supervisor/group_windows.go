@@ -63,7 +63,7 @@ type group struct {
 // itself is killed in the microseconds between CreateProcess and the
 // assignment, the child stays suspended for good, outside any job: it never
 // runs and holds no GPU memory, but it is not cleaned up.
-func newGroup(cmd *exec.Cmd) (*group, error) {
+func newGroup(cmd *exec.Cmd, _ bool, _ map[int]bool) (*group, error) {
 	job, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("CreateJobObject: %w", err)
@@ -130,6 +130,21 @@ func (g *group) alive() bool {
 }
 
 func (g *group) reap() {}
+
+// childrenBefore notes nothing: the Job Object holds the job alone.
+func childrenBefore(bool) map[int]bool { return nil }
+
+// resume does nothing: Windows has no stopped jobs to continue.
+func (g *group) resume() {}
+
+// stopSelf is never called on Windows, which has no stop signals.
+func stopSelf() {}
+
+// stopStrays does nothing: no process of the job can leave its Job Object.
+func (g *group) stopStrays(os.Signal) {}
+
+// describeLeft names what is left of the job, for the log.
+func (g *group) describeLeft() string { return fmt.Sprintf("Job Object of pid %d", g.pid) }
 
 // close closes the job's handle, which kills what is left in it.
 func (g *group) close() { windows.CloseHandle(g.job) }

@@ -36,11 +36,13 @@ type holding interface {
 type oneLock struct{ *lock.Held }
 
 func (h oneLock) liveFiles() []*os.File { return []*os.File{h.LiveFile()} }
-func (h oneLock) env() []string         { return []string{EnvLockPath + "=" + h.Path()} }
-func (h oneLock) logFields() []any      { return nil }
+func (h oneLock) env() []string {
+	return []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}
+}
+func (h oneLock) logFields() []any { return nil }
 
 // remoteLock is a lock of another backend than files (an etcd:// lock):
-// the child inherits nothing, and GPUEXEC_LOCK is the lock's URL.
+// the child inherits nothing, and GPUEXEC_LOCK_PATH is the lock's URL.
 type remoteLock struct{ lock.Locker }
 
 func (remoteLock) liveFiles() []*os.File { return nil }
@@ -48,8 +50,10 @@ func (remoteLock) liveFiles() []*os.File { return nil }
 // NoteChild: a remote lock lives by its lease, not by processes here; the
 // group goes into its record with RecordChild.
 func (remoteLock) NoteChild(int) error { return nil }
-func (h remoteLock) env() []string     { return []string{EnvLockPath + "=" + h.Path()} }
-func (remoteLock) logFields() []any    { return nil }
+func (h remoteLock) env() []string {
+	return []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}
+}
+func (remoteLock) logFields() []any { return nil }
 
 // errRemoteDevices refuses --gpus with an etcd lock.
 var errRemoteDevices = errors.New("several GPUs (--gpus) need a lock file: an etcd:// lock names one lock; use one etcd key per GPU instead")
@@ -63,7 +67,12 @@ func (d deviceLocks) liveFiles() []*os.File { return d.LiveFiles() }
 func (d deviceLocks) logFields() []any      { return []any{"gpus", d.Names()} }
 func (d deviceLocks) env() []string {
 	names := d.Names()
-	return []string{EnvLockPath + "=" + d.base, EnvGPU + "=" + names, EnvCUDA + "=" + names}
+	var tokens []string
+	for _, h := range d.Held() {
+		tokens = append(tokens, h.Info().Token)
+	}
+	return []string{EnvLockPath + "=" + d.base, EnvLockToken + "=" + strings.Join(tokens, ","),
+		EnvGPU + "=" + names, EnvCUDA + "=" + names}
 }
 
 // tryTake takes the lock (or devices) without waiting.

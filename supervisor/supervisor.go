@@ -40,10 +40,14 @@ const (
 // told to stop.
 const DefaultKillAfter = 10 * time.Second
 
-// Environment variables set for the child.
+// Environment variables set for the child. None of them is one of
+// gpuexec's own GPUEXEC_<FLAG> variables: a gpuexec run inside the job
+// reads its flags from what the user set, never from what its parent
+// passed down.
 const (
-	EnvLockHeld = "GPUEXEC_LOCK_HELD" // "1"
-	EnvLockPath = "GPUEXEC_LOCK"      // the lock file's absolute path, or the etcd:// URL
+	EnvLockHeld  = "GPUEXEC_LOCK_HELD"  // "1"
+	EnvLockPath  = "GPUEXEC_LOCK_PATH"  // the held lock's absolute path, or its etcd:// URL; with devices, the queue's path
+	EnvLockToken = "GPUEXEC_LOCK_TOKEN" // the held lock's token; with devices, one per device in GPUEXEC_GPU's order
 )
 
 // Config is one job.
@@ -81,6 +85,14 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil logs nothing.
 	Logger hclog.Logger
+	// SoleJob says that this process starts no other children than the
+	// job's (the gpuexec command): every process it is left with once
+	// the job's command ends is then the job's, wherever it moved (a
+	// daemon in a session of its own), and is stopped with the job
+	// before the lock is released. Linux only, where gpuexec is the
+	// subreaper of its job; a library that runs other children, or
+	// several jobs at once, leaves it false.
+	SoleJob bool
 }
 
 func (cfg Config) need() int {
@@ -108,18 +120,27 @@ func Run(ctx context.Context, cfg Config) int {
 
 	st := newStarter()
 	defer st.close()
-	held, code := acquire(ctx, cfg)
-	if held == nil {
+	held, who, reentrant := nested(cfg)
+	if reentrant {
+		log.Info("the GPU lock is already held for this job by "+who+"; running the command at once (reentrant)",
+			"path", cfg.Lock.Path)
+	} else if held, code = acquire(ctx, cfg); held == nil {
 		return code
 	}
 	// A signal that arrived as the lock was taken ends the job before it
 	// starts.
-	select {
-	case sig := <-cfg.Signals:
-		log.Warn("interrupted before the job started", "signal", signals.Name(sig))
-		releaseLogged(held, log)
-		return signals.ExitStatus(sig)
-	default:
+	for pending := true; pending; {
+		select {
+		case sig := <-cfg.Signals:
+			if waitingSignal(sig, log) {
+				continue
+			}
+			log.Warn("interrupted before the job started", "signal", signals.Name(sig))
+			releaseLogged(held, log)
+			return signals.ExitStatus(sig)
+		default:
+			pending = false
+		}
 	}
 
 	code = supervise(ctx, cfg, path, held, st)
@@ -174,16 +195,23 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		got <- result{h, err}
 	}()
 	var r result
-	select {
-	case r = <-got:
-	case sig := <-cfg.Signals:
-		cancel()
-		r = <-got
-		if r.held != nil {
-			releaseLogged(r.held, log)
+wait:
+	for {
+		select {
+		case r = <-got:
+			break wait
+		case sig := <-cfg.Signals:
+			if waitingSignal(sig, log) {
+				continue
+			}
+			cancel()
+			r = <-got
+			if r.held != nil {
+				releaseLogged(r.held, log)
+			}
+			log.Warn("interrupted while waiting for the GPU lock", "signal", signals.Name(sig))
+			return nil, signals.ExitStatus(sig)
 		}
-		log.Warn("interrupted while waiting for the GPU lock", "signal", signals.Name(sig))
-		return nil, signals.ExitStatus(sig)
 	}
 	var werr *lock.WaitError
 	switch {
@@ -200,6 +228,21 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		log.Error("cannot use the GPU lock", "error", r.err)
 		return nil, ExitFailed
 	}
+}
+
+// waitingSignal handles a job-control signal that reaches gpuexec while no
+// job runs (Ctrl+Z while waiting: gpuexec stops, keeping its place in the
+// queue; SIGCONT: it goes on), reporting whether sig was one.
+func waitingSignal(sig os.Signal, log hclog.Logger) bool {
+	switch signals.Of(sig) {
+	case signals.Stop:
+		log.Debug("stopped while waiting for the GPU lock", "signal", signals.Name(sig))
+		stopSelf()
+		return true
+	case signals.Continue:
+		return true
+	}
+	return false
 }
 
 func releaseLogged(h holding, log hclog.Logger) {
@@ -308,8 +351,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	// output, which processes left in the group can hold open; bound it.
 	cmd.WaitDelay = outputDrainWait
 	configure(cmd)
+	term := takeTerminal(cmd, cfg.Stdin == nil)
 	inheritLive(cmd, held.liveFiles())
 
+	others := childrenBefore(cfg.SoleJob)
 	began := time.Now()
 	done, err := st.start(cmd)
 	if err != nil {
@@ -320,14 +365,16 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		log.Error("could not start the job", "command", cfg.Argv[0], "error", err)
 		return code
 	}
-	grp, err := newGroup(cmd)
+	grp, err := newGroup(cmd, cfg.SoleJob, others)
 	if err != nil {
 		log.Error("could not put the job in its own group; stopping it", "error", err)
 		cmd.Process.Kill()
 		<-done
+		term.close()
 		return ExitFailed
 	}
 	defer grp.close()
+	term.started(cmd.Process.Pid, grp.id())
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
 	noteErr := held.NoteChild(grp.id())
@@ -337,9 +384,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	}
 	rec := recordChild(held, grp.id(), log)
 
-	w := &watch{cfg: cfg, grp: grp, log: log, lostC: held.Lost()}
+	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
 	res := w.run(ctx, done)
 	w.drain()
+	term.close()
 	rec.stop()
 
 	code := exitStatus(res.state)
@@ -400,6 +448,7 @@ func (r *recording) stop() {
 type watch struct {
 	cfg   Config
 	grp   *group
+	term  *terminal
 	log   hclog.Logger
 	lostC <-chan struct{}
 
@@ -417,6 +466,9 @@ func (w *watch) stop(sig os.Signal) {
 	if err := w.grp.signal(sig); err != nil {
 		w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
 	}
+	// A stopped job (Ctrl+Z, SIGSTOP) acts on the signal only once it
+	// runs again: continue it, as timeout(1) does.
+	w.grp.resume()
 	if w.termSent {
 		return
 	}
@@ -449,10 +501,41 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 		if w.killTimer != nil && !w.killed {
 			killC = w.killTimer.C
 		}
+		// The job's own end goes first: a job that ended while gpuexec
+		// was stopped reports its own status, whatever else is ready.
 		select {
 		case r := <-done:
 			return r
+		default:
+		}
+		select {
+		case r := <-done:
+			return r
+		case <-w.term.stopped():
+			if w.term.jobStopped() {
+				// Ctrl+Z reached the job, which has the terminal:
+				// stop with it, so that the shell sees its job
+				// stopped and gets the terminal back.
+				w.log.Info("job stopped; stopping with it until continued (fg, bg)")
+				w.term.giveBack()
+				stopSelf()
+			}
 		case sig := <-w.cfg.Signals:
+			switch signals.Of(sig) {
+			case signals.Stop:
+				w.log.Info("stopping the job's process group with gpuexec until continued", "signal", signals.Name(sig))
+				if err := w.grp.signal(sig); err != nil {
+					w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
+				}
+				w.term.giveBack()
+				stopSelf()
+				continue
+			case signals.Continue:
+				w.log.Debug("continuing the job's process group", "signal", signals.Name(sig))
+				w.term.handOver()
+				w.grp.resume()
+				continue
+			}
 			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
 			w.stop(sig)
 		case <-timeout:
@@ -492,14 +575,16 @@ const drainPoll = 10 * time.Millisecond
 const drainKillWait = 5 * time.Second
 
 // drain makes sure nothing of the job outlives it: processes the child left
-// in its group get SIGTERM (unless they already had it), SIGKILL after the
-// grace period, and are waited for, before the lock is released.
+// behind, in its group or outside it (daemons that moved to a session of
+// their own, where the OS lets gpuexec find them), get SIGTERM (unless they
+// already had it), SIGKILL after the grace period, and are waited for,
+// before the lock is released.
 func (w *watch) drain() {
 	w.grp.reap()
 	if !w.grp.alive() {
 		return
 	}
-	w.log.Warn("the job's command exited but left processes in its group; stopping them")
+	w.log.Warn("the job's command exited but left processes behind; stopping them", "left", w.grp.describeLeft())
 	if !w.termSent {
 		w.stop(terminate)
 	}
@@ -512,16 +597,24 @@ func (w *watch) drain() {
 			return
 		}
 		now := time.Now()
+		if !w.killed {
+			// Processes that appeared since (a daemon forking) get
+			// the graceful stop too.
+			w.grp.stopStrays(terminate)
+		}
 		if !w.killed && !now.Before(w.killAt) {
-			w.log.Warn("processes left by the job still run after the grace period; killing them")
+			w.log.Warn("processes left by the job still run after the grace period; killing them", "left", w.grp.describeLeft())
 			w.kill()
 			giveUp = now.Add(drainKillWait)
 		}
-		if w.killed && giveUp.IsZero() {
-			giveUp = now.Add(drainKillWait)
+		if w.killed {
+			w.grp.kill() // and any that appeared since
+			if giveUp.IsZero() {
+				giveUp = now.Add(drainKillWait)
+			}
 		}
 		if w.killed && now.After(giveUp) {
-			w.log.Error("processes left by the job did not go away after SIGKILL; releasing the lock anyway")
+			w.log.Error("processes left by the job did not go away after SIGKILL; releasing the lock anyway", "left", w.grp.describeLeft())
 			return
 		}
 		<-tick.C

@@ -70,16 +70,18 @@ func TestNoCommand(t *testing.T) {
 	}
 }
 
+// The child's lock variables replace inherited ones; gpuexec's own flag
+// variables (GPUEXEC_LOCK) pass through as the user set them.
 func TestChildEnvReplacesLockVariables(t *testing.T) {
 	cfg, _ := testConfig(t, "x")
-	cfg.Env = []string{"A=1", EnvLockHeld + "=0", EnvLockPath + "=/elsewhere"}
+	cfg.Env = []string{"A=1", EnvLockHeld + "=0", EnvLockPath + "=/elsewhere", "GPUEXEC_LOCK=/users/own", EnvLockToken + "=0000000000000000"}
 	h, _, err := lock.TryAcquire(cfg.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Release()
 	got := strings.Join(childEnv(cfg, oneLock{h}), "\n")
-	want := strings.Join([]string{"A=1", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path()}, "\n")
+	want := strings.Join([]string{"A=1", "GPUEXEC_LOCK=/users/own", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}, "\n")
 	if got != want {
 		t.Fatalf("child env:\n%s\nwant:\n%s", got, want)
 	}

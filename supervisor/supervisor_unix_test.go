@@ -45,7 +45,7 @@ func TestExitStatuses(t *testing.T) {
 }
 
 func TestChildIsGroupLeaderAndSeesLock(t *testing.T) {
-	cfg, logs := testConfig(t, "sh", "-c", `echo "$$ $(ps -o pgid= -p $$) $GPUEXEC_LOCK_HELD $GPUEXEC_LOCK"`)
+	cfg, logs := testConfig(t, "sh", "-c", `echo "$$ $(ps -o pgid= -p $$) $GPUEXEC_LOCK_HELD $GPUEXEC_LOCK_PATH"`)
 	var out bytes.Buffer
 	cfg.Stdout = &out
 	if code := Run(context.Background(), cfg); code != 0 {
@@ -107,7 +107,7 @@ func TestLeftoversStoppedBeforeRelease(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Fatalf("leftover %d still exists after Run returned (kill: %v)", pid, err)
 	}
-	if !strings.Contains(logs.String(), "left processes in its group") {
+	if !strings.Contains(logs.String(), "left processes behind") {
 		t.Fatalf("leftovers not logged:\n%s", logs)
 	}
 }

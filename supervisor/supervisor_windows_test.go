@@ -307,7 +307,7 @@ func TestLeftoversStoppedThroughTheJob(t *testing.T) {
 	if !processGone(pids[0]) {
 		t.Fatalf("leftover %d still runs after Run returned\n%s", pids[0], logs)
 	}
-	if !strings.Contains(logs.String(), "left processes in its group") {
+	if !strings.Contains(logs.String(), "left processes behind") {
 		t.Fatalf("leftovers not logged:\n%s", logs)
 	}
 }

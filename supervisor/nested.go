@@ -1,0 +1,85 @@
+package supervisor
+
+import (
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// nested finds the lock that a gpuexec running this process's job already
+// holds, when it is the very lock (or devices) cfg asks for. A job that
+// runs gpuexec again (a render script that wraps its own GPU step) would
+// otherwise queue behind its own parent until --wait gives up. The
+// parent's child-facing variables (EnvLockHeld, EnvLockPath, EnvLockToken,
+// EnvGPU) say which lock and token; the lock is then read to be held now
+// with that token, so that a stale or copied environment never lets a job
+// skip the queue. It returns the holder, for the log.
+func nested(cfg Config) (holding, string, bool) {
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	get := func(k string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if get(EnvLockHeld) != "1" || get(EnvLockPath) != cfg.Lock.Path {
+		return nil, "", false
+	}
+	tokens := strings.Split(get(EnvLockToken), ",")
+	heldBy := func(o lock.Options, token string) (string, bool) {
+		st, err := lock.BackendFor(o.Path).Inspect(o)
+		if err != nil || st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token {
+			return "", false
+		}
+		return st.Holder(), true
+	}
+	if len(cfg.Devices) == 0 {
+		if get(EnvGPU) != "" || len(tokens) != 1 {
+			return nil, "", false // the parent holds devices, not this lock
+		}
+		who, ok := heldBy(cfg.Lock, tokens[0])
+		return inheritedLock{}, who, ok
+	}
+	// Devices: the parent's devices must be among the ones asked for,
+	// as many as needed, each held with its token.
+	names := strings.Split(get(EnvGPU), ",")
+	if len(names) != len(tokens) || len(names) < cfg.need() {
+		return nil, "", false
+	}
+	var who []string
+	for i, n := range names {
+		j := slices.IndexFunc(cfg.Devices, func(d lock.Device) bool { return d.Name == n })
+		if j < 0 {
+			return nil, "", false
+		}
+		o := cfg.Lock
+		o.Path = cfg.Devices[j].Path
+		w, ok := heldBy(o, tokens[i])
+		if !ok {
+			return nil, "", false
+		}
+		who = append(who, w)
+	}
+	return inheritedLock{}, strings.Join(slices.Compact(who), ", "), true
+}
+
+// inheritedLock is the lock (or devices) of a gpuexec running this
+// process's job (see nested): held by that gpuexec, which also releases
+// it. The command runs under it at once and inherits the environment that
+// names it as it is.
+type inheritedLock struct{}
+
+func (inheritedLock) Lost() <-chan struct{} { return nil }
+func (inheritedLock) Release() error        { return nil }
+func (inheritedLock) NoteChild(int) error   { return nil }
+func (inheritedLock) RecordChild(int) error { return nil }
+func (inheritedLock) liveFiles() []*os.File { return nil }
+func (inheritedLock) env() []string         { return nil }
+func (inheritedLock) logFields() []any      { return []any{"reentrant", true} }

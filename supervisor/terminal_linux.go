@@ -1,0 +1,115 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// terminal keeps the job and the terminal in step, as a shell does with a
+// job it runs in the foreground. When gpuexec's stdin is a terminal and
+// gpuexec is in the terminal's foreground, the job's process group is made
+// the foreground group for the run: the job can read the terminal (a
+// prompt, a debugger) instead of stopping on SIGTTIN, and Ctrl+C and Ctrl+Z
+// reach it directly. When the job stops (Ctrl+Z), gpuexec takes the
+// terminal back and stops too, so that the shell sees its job stopped; when
+// the shell continues gpuexec (fg, bg), gpuexec continues the job, in the
+// foreground again if it was continued there. The terminal is given back
+// to gpuexec's group when the job is gone.
+type terminal struct {
+	fd   int // the terminal (stdin); -1 when the job does not have it
+	own  int // gpuexec's process group
+	job  int // the job's process group, once started
+	pid  int // the child
+	chld chan os.Signal
+}
+
+// takeTerminal prepares cmd to start in the terminal's foreground when the
+// job should have it (stdin, gpuexec's own, is the terminal and gpuexec is
+// in its foreground); otherwise the terminal is left alone.
+func takeTerminal(cmd *exec.Cmd, ownStdin bool) *terminal {
+	t := &terminal{fd: -1, own: unix.Getpgrp()}
+	if !ownStdin {
+		return t
+	}
+	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	if err != nil || fg != t.own {
+		return t // not a terminal, or gpuexec runs in the background
+	}
+	t.fd = 0
+	// The child sets its group as the foreground before it runs a
+	// single instruction of the job (with SIGTTOU blocked).
+	cmd.SysProcAttr.Foreground = true
+	cmd.SysProcAttr.Ctty = t.fd
+	return t
+}
+
+// started notes the job's group and starts watching for it to stop.
+func (t *terminal) started(pid, pgid int) {
+	t.pid, t.job = pid, pgid
+	if t.fd < 0 {
+		return
+	}
+	t.chld = make(chan os.Signal, 1)
+	signal.Notify(t.chld, syscall.SIGCHLD)
+}
+
+// stopped delivers a wake-up when the child may have stopped (nil when the
+// job does not have the terminal).
+func (t *terminal) stopped() <-chan os.Signal { return t.chld }
+
+// jobStopped reports whether the child is stopped, taking the stop's
+// report (waitid with WSTOPPED alone never reaps an exited child).
+func (t *terminal) jobStopped() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, t.pid, &info, unix.WSTOPPED|unix.WNOHANG, nil)
+	// With nothing to report the kernel leaves si_signo 0; a stop
+	// reported is SIGCHLD with si_code CLD_STOPPED.
+	return err == nil && info.Signo == int32(unix.SIGCHLD) && info.Code == cldStopped
+}
+
+// cldStopped is si_code CLD_STOPPED (<linux/signal.h>), which x/sys does
+// not define.
+const cldStopped = 5
+
+// giveBack makes gpuexec's group the foreground again if the job's group
+// is, so that the shell gets the terminal back. gpuexec is in the
+// background then: SIGTTOU is ignored for the moment of the call (it is
+// the job that runs no more: nothing inherits that).
+func (t *terminal) giveBack() {
+	if t.fd < 0 {
+		return
+	}
+	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || fg != t.job {
+		return
+	}
+	signal.Ignore(syscall.SIGTTOU)
+	unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.own)
+	signal.Reset(syscall.SIGTTOU)
+}
+
+// handOver gives the terminal to the job again, when gpuexec was continued
+// in the foreground (fg); continued in the background (bg), the job runs
+// in the background too.
+func (t *terminal) handOver() {
+	if t.fd < 0 {
+		return
+	}
+	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || fg != t.own {
+		return
+	}
+	unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.job)
+}
+
+// close stops watching and gives the terminal back.
+func (t *terminal) close() {
+	if t.chld != nil {
+		signal.Stop(t.chld)
+	}
+	t.giveBack()
+}
