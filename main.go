@@ -42,6 +42,9 @@ func main() {
 	// core (fewer threads woken and spinning), which matters most while
 	// other jobs' wrappers start and stop around a handoff.
 	runtime.GOMAXPROCS(1)
+	// A closed stdout or stderr (gpuexec ... | head) must never end
+	// gpuexec before it has released the lock.
+	signals.SurviveBrokenPipes()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
@@ -110,8 +113,12 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means"}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: fmt.Sprintf("how many GPUs --gpus all means (1 to %d)", maxDevices)}
 }
+
+// maxDevices bounds --gpus: the largest machines hold 16 GPUs; each device
+// is a lock, a guard file and a liveness probe per waiter.
+const maxDevices = 64
 
 // devices turns --gpus (and --gpu-count) into one lock per device beside
 // the lock path; nil without --gpus.
@@ -129,11 +136,17 @@ func devices(c *cli.Context, path string) ([]lock.Device, error) {
 		if n <= 0 {
 			return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
 		}
+		if n > maxDevices {
+			return nil, failed("--gpu-count %d: at most %d GPUs", n, maxDevices)
+		}
 		for i := range n {
 			names = append(names, strconv.Itoa(i))
 		}
 	} else {
 		seen := map[string]bool{}
+		if k := strings.Count(list, ",") + 1; k > maxDevices {
+			return nil, failed("--gpus lists %d devices: at most %d", k, maxDevices)
+		}
 		for _, n := range strings.Split(list, ",") {
 			n = strings.TrimSpace(n)
 			if !validDeviceName(n) {
@@ -150,7 +163,7 @@ func devices(c *cli.Context, path string) ([]lock.Device, error) {
 }
 
 func validDeviceName(n string) bool {
-	if n == "" || n == "." || n == ".." {
+	if n == "" || n == "." || n == ".." || len(n) > 128 {
 		return false
 	}
 	for _, r := range n {
@@ -262,10 +275,13 @@ func nonNegative(c *cli.Context, names ...string) error {
 	return nil
 }
 
-func positive(c *cli.Context, names ...string) error {
+// intervals checks durations that set how often gpuexec does something
+// (polls, reports, heartbeats) or how long a lock lives without one: each
+// is at least lock.MinInterval, so that none keeps a core busy.
+func intervals(c *cli.Context, names ...string) error {
 	for _, n := range names {
-		if d := c.Duration(n); d <= 0 {
-			return failed("--%s must be positive, got %s", n, d)
+		if d := c.Duration(n); d < lock.MinInterval {
+			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
 		}
 	}
 	return nil
@@ -296,7 +312,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		return failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 	}
 	if err := errors.Join(
-		positive(c, "poll", "report", "heartbeat", "stale"),
+		intervals(c, "poll", "report", "heartbeat", "stale"),
 		nonNegative(c, "wait", "timeout", "kill-after"),
 	); err != nil {
 		return err
@@ -319,19 +335,23 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if need := c.Int("need"); need < 1 || (devs != nil && need > len(devs)) || (devs == nil && need != 1) {
 		return failed("--need must be between 1 and the number of --gpus, got %d", need)
 	}
+	owner, slug := c.String("owner"), c.String("slug")
+	for _, f := range []struct{ name, v string }{{"owner", owner}, {"slug", slug}} {
+		if err := lock.CheckName(f.v); err != nil {
+			return failed("--%s %s; give a short plain name", f.name, err)
+		}
+	}
 	logger, closeLog, err := newLogger(c, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
 
-	owner := c.String("owner")
 	if owner == "" {
 		owner = lock.DefaultOwner()
 	}
-	slug := c.String("slug")
 	if slug == "" {
-		slug = filepath.Base(argv[0])
+		slug = lock.SafeName(filepath.Base(argv[0]))
 	}
 	sigs, stop := signals.Notify()
 	defer stop()
@@ -355,6 +375,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		ContinueOnLost: onLost == "continue",
 		Signals:        sigs,
 		Logger:         logger.Named("supervisor"),
+		SoleJob:        true,
 	})
 	if code != 0 {
 		return cli.Exit("", code)
@@ -388,7 +409,7 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return nil, nil, failed("--log %s: %v", file, err)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openLogFile(file)
 	if err != nil {
 		return nil, nil, failed("--log: %v", err)
 	}
@@ -412,7 +433,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	if err := positive(c, "stale"); err != nil {
+	if err := intervals(c, "stale"); err != nil {
 		return err
 	}
 	path, err := lockPath(c)
@@ -480,7 +501,7 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	if err := positive(c, "stale"); err != nil {
+	if err := intervals(c, "stale"); err != nil {
 		return err
 	}
 	path, err := lockPath(c)
@@ -496,6 +517,9 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 		return failed("%v", err)
 	case st.State == lock.StateFree:
 		fmt.Fprintln(stdout, "free: nothing to clear")
+	case st.State == lock.StateHeld:
+		fmt.Fprintln(stdout, "cleared (forced): "+st.Describe()+
+			"\na gpuexec holder now stops its job; the lock stays held until that job is gone, so that two jobs never share the GPU")
 	default:
 		fmt.Fprintln(stdout, "cleared: "+st.Describe())
 	}
