@@ -66,7 +66,7 @@ var helperRoles = map[string]func(args []string) int{
 			PPID: os.Getppid(),
 		}
 		d.Held, d.HeldSet = os.LookupEnv("GPUEXEC_LOCK_HELD")
-		d.Lock = os.Getenv("GPUEXEC_LOCK")
+		d.Lock = os.Getenv("GPUEXEC_LOCK_PATH")
 		if b, err := os.ReadFile(d.Lock); err != nil {
 			d.RecordErr = err.Error()
 		} else {

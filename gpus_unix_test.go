@@ -29,7 +29,7 @@ func init() {
 		if dev == "" || strings.Contains(dev, ",") || os.Getenv("GPUEXEC_GPU") != dev {
 			return bad("CUDA_VISIBLE_DEVICES=%q GPUEXEC_GPU=%q", dev, os.Getenv("GPUEXEC_GPU"))
 		}
-		base := os.Getenv("GPUEXEC_LOCK")
+		base := os.Getenv("GPUEXEC_LOCK_PATH")
 		devLock := strings.TrimSuffix(base, ".lock") + dev + ".lock"
 		var rec struct {
 			PID int `json:"pid"`

@@ -253,7 +253,7 @@ func hostileCases(t *testing.T) []hostileCase {
 			}
 			return []string{lock}
 		}},
-		{name: "read-only folder", unprivileged: true, statusFree: true, outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
+		{name: "read-only folder", unprivileged: true, statusFree: true, clearFree: true, outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
 			if err := os.Chmod(dir, 0o555); err != nil {
 				t.Fatal(err)
 			}

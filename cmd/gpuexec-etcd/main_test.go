@@ -53,7 +53,7 @@ var roles = map[string]func() int{
 	// stdin reaches EOF (or forever, with stdin closed... the test keeps
 	// it open).
 	"hold": func() int {
-		s := fmt.Sprintf("%d %s %s\n", os.Getpid(), os.Getenv("GPUEXEC_LOCK_HELD"), os.Getenv("GPUEXEC_LOCK"))
+		s := fmt.Sprintf("%d %s %s\n", os.Getpid(), os.Getenv("GPUEXEC_LOCK_HELD"), os.Getenv("GPUEXEC_LOCK_PATH"))
 		if err := writeAtomic(os.Getenv(readyEnv), s); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2

@@ -82,7 +82,7 @@ func killSelf() {
 
 // recordPID is the pid in the lock record, 0 if it cannot be read.
 func recordPID() int {
-	b, err := os.ReadFile(os.Getenv("GPUEXEC_LOCK"))
+	b, err := os.ReadFile(os.Getenv("GPUEXEC_LOCK_PATH"))
 	if err != nil {
 		return 0
 	}
