@@ -353,7 +353,7 @@ func TestHostileLockPaths(t *testing.T) {
 			case waits:
 				// A record being written is held for 10 s from its
 				// mtime: keep it fresh however slow the machine.
-				if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) < 5*time.Second {
+				if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) >= 0 && time.Since(fi.ModTime()) < 5*time.Second {
 					refresh := func() {
 						now := time.Now()
 						os.Chtimes(lock, now, now)

@@ -540,9 +540,10 @@ func TestInteropHeartbeat(t *testing.T) {
 			t.Fatalf("TryAcquire: %v %v", ok, err)
 		}
 		defer h.Release()
-		// A node waiter whose stale age is 400 ms, waiting 1.5 s: only Go's
-		// heartbeat keeps it from clearing the lock.
-		env := nodeEnv{"SEEDLOCK_POLL_MS": "20", "SEEDLOCK_STALE_MS": "400", "SEEDLOCK_MAX_WAIT_MS": "1500"}
+		// A node waiter whose stale age is 2 s, waiting 5 s: only Go's
+		// heartbeat (50 ms, forty times within the stale age, however
+		// loaded the machine) keeps it from clearing the lock.
+		env := nodeEnv{"SEEDLOCK_POLL_MS": "20", "SEEDLOCK_STALE_MS": "2000", "SEEDLOCK_MAX_WAIT_MS": "5000"}
 		out, errOut, code := runNode(t, env, "run", path, "channels", "ep15", "10")
 		if code != 75 || strings.Contains(out, "ready") {
 			t.Fatalf("node run: exit %d stdout %q stderr %q; want 75 without the lock", code, out, errOut)

@@ -260,8 +260,12 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 	probe := time.NewTicker(LivenessProbe)
 	defer probe.Stop()
 	for {
+		last := seen
 		got, seen, err = try(ctx, pl)
 		pl.pass = 0
+		if seen == nil {
+			seen = last // a try cut short by ctx saw nothing new
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return &WaitError{Holder: firstHeld(seen), Waited: time.Since(start), Err: ctx.Err()}

@@ -29,25 +29,22 @@ func testOptions(t *testing.T) Options {
 	}
 }
 
-var (
-	deadOnce sync.Once
-	deadVal  int
-	deadErr  error
-)
-
-// deadPID returns the pid of a process that has exited and been reaped
-// (started once per test run: pids are not reused that fast).
+// deadPID returns the pid of a process that has exited and been reaped,
+// fresh at each call and checked to be unused: with the torture suite
+// beside it, a machine can go through every pid in well under a minute.
 func deadPID(t *testing.T) int {
 	t.Helper()
-	deadOnce.Do(func() {
+	for range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		deadErr = cmd.Run()
-		deadVal = cmd.Process.Pid
-	})
-	if deadErr != nil {
-		t.Fatal(deadErr)
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if pid := cmd.Process.Pid; !processAlive(pid) {
+			return pid
+		}
 	}
-	return deadVal
+	t.Fatal("no pid of an exited process stays unused here")
+	return 0
 }
 
 // writeLock writes a seed-format record by hand, as the Node tool would.

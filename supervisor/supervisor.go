@@ -382,7 +382,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
-	rec := recordChild(held, grp.id(), log)
+	rec := recordChild(held, grp.id(), RecordChildAfter, log)
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
 	res := w.run(ctx, done)
@@ -418,12 +418,12 @@ type recording struct {
 }
 
 // recordChild writes the job's group id into the record once the job has
-// run for RecordChildAfter, unless stopped first.
-func recordChild(held holding, id int, log hclog.Logger) *recording {
+// run for after (RecordChildAfter), unless stopped first.
+func recordChild(held holding, id int, after time.Duration, log hclog.Logger) *recording {
 	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		t := time.NewTimer(RecordChildAfter)
+		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
 		case <-r.cancel:

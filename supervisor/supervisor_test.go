@@ -132,7 +132,8 @@ func (r recordCounter) RecordChild(pgid int) error {
 func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	t.Run("a job that ends sooner is not recorded", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 1)}
-		recordChild(h, 42, hclog.NewNullLogger()).stop()
+		// An hour: stopped long before, however slow the machine.
+		recordChild(h, 42, time.Hour, hclog.NewNullLogger()).stop()
 		select {
 		case id := <-h.calls:
 			t.Fatalf("RecordChild(%d) called for a job stopped before RecordChildAfter", id)
@@ -141,7 +142,7 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	})
 	t.Run("a job that runs on is recorded once", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 2)}
-		r := recordChild(h, 42, hclog.NewNullLogger())
+		r := recordChild(h, 42, RecordChildAfter, hclog.NewNullLogger())
 		select {
 		case id := <-h.calls:
 			if id != 42 {

@@ -274,7 +274,9 @@ func TestChildRunsInsideItsJob(t *testing.T) {
 func TestTimeoutKillsTheTree(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	cfg, logs := helperConfig(t, "tree", helperPIDs+"="+pidFile)
-	cfg.Timeout = time.Second
+	// Long enough for the whole tree to start (slow under Wine): the
+	// tree's own hour-long sleep is what the timeout ends.
+	cfg.Timeout = 10 * time.Second
 	cfg.KillAfter = 200 * time.Millisecond
 	done := make(chan int, 1)
 	go func() { done <- Run(context.Background(), cfg) }()

@@ -302,7 +302,7 @@ func TestJobUnderEtcdLock(t *testing.T) {
 	if code != 75 || !strings.Contains(errOut, "held by channels/ep12") {
 		t.Errorf("--wait 0: %d\n%s", code, errOut)
 	}
-	code, _, errOut = run(t, env(), "--lock", url, "--wait", "2s", "--report", "300ms", "--", "true")
+	code, _, errOut = run(t, env(), "--lock", url, "--wait", "3s", "--report", "300ms", "--", "true")
 	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) since \d\d:\d\d \(position 1 in queue\)`)
 	if code != 75 || len(re.FindAllString(errOut, -1)) < 2 || !strings.Contains(errOut, "gave up waiting") {
 		t.Errorf("--wait 2s: %d\n%s", code, errOut)

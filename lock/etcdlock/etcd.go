@@ -433,7 +433,11 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 			return nil, ctx.Err()
 		case <-report.C:
 			if line, st := p.waitingLine(ctx); line != "" {
-				*seen = st
+				// A queue that could not be read (the deadline
+				// near) leaves the holder last seen as it was.
+				if st != nil {
+					*seen = st
+				}
 				o.Logger.Info(line, "path", o.Path, "waited", lock.FormatAge(time.Since(start)))
 			}
 			report.Reset(o.Report)
