@@ -882,7 +882,13 @@ func newHeld(o Options, info *Info, live *liveLock) *Held {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	go h.heartbeat()
+	// Watched from before the record can be removed (newHeld runs under
+	// the guard, which every removal takes), so that no removal is missed.
+	wk, err := newWaker(o.Path, []string{o.Path})
+	if err != nil {
+		o.Logger.Debug("cannot watch the lock's folder; a removed lock is noticed at the next heartbeat", "path", o.Path, "error", err)
+	}
+	go h.heartbeat(wk)
 	return h
 }
 
@@ -910,14 +916,10 @@ func (h *Held) markLost(why error) {
 // is still ours the moment the lock file is removed or renamed away (it
 // watches the folder, as waiters do): a forced clear, or the seed's tool
 // clearing it by its mtime, is noticed at once, not a heartbeat later.
-func (h *Held) heartbeat() {
+func (h *Held) heartbeat(wk *waker) {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
 	defer t.Stop()
-	wk, err := newWaker(h.o.Path, []string{h.o.Path})
-	if err != nil {
-		h.o.Logger.Debug("cannot watch the lock's folder; a removed lock is noticed at the next heartbeat", "path", h.o.Path, "error", err)
-	}
 	defer wk.close()
 	for {
 		check := h.touch

@@ -36,6 +36,9 @@ func deadPID(t *testing.T) int {
 	t.Helper()
 	for range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		// Built with -race, the test binary would linger a second at
+		// exit.
+		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,268 @@
+package lock
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCheckNameAndPrintable(t *testing.T) {
+	for _, tt := range []struct {
+		name, in  string
+		bad       string // substring of CheckName's error; "" for none
+		printable string
+	}{
+		{"plain", "channels", "", "channels"},
+		{"unicode", "ünï-コード", "", "ünï-コード"},
+		{"at the limit", strings.Repeat("a", MaxNameLen), "", strings.Repeat("a", MaxNameLen)},
+		{"too long", strings.Repeat("a", MaxNameLen+1), "at most 256", strings.Repeat("a", MaxNameLen+1)},
+		{"newline", "a\nb", `control character '\n'`, `a\nb`},
+		{"escape sequence", "a\x1b[2Jb", `'\x1b'`, `a\x1b[2Jb`},
+		{"DEL", "a\x7f", `'\x7f'`, `a\x7f`},
+		{"C1 control", "a\u0085", `'\u0085'`, `a\u0085`},
+		{"invalid UTF-8", "a\xffb", "not valid UTF-8", `a\xffb`},
+		{"bidi override is shown escaped", "a\u202eb", "", `a\u202eb`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckName(tt.in)
+			switch {
+			case tt.bad == "" && err != nil:
+				t.Errorf("CheckName(%q) = %v", tt.in, err)
+			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
+				t.Errorf("CheckName(%q) = %v, want an error with %q", tt.in, err, tt.bad)
+			}
+			if got := printable(tt.in); got != tt.printable {
+				t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.printable)
+			}
+			safe := SafeName(tt.in)
+			if CheckName(safe) != nil || len(safe) > MaxNameLen {
+				t.Errorf("SafeName(%q) = %q, which CheckName refuses", tt.in, safe)
+			}
+		})
+	}
+}
+
+// Options refuse names that would garble every status line, and intervals
+// that would keep a core busy.
+func TestOptionsBounds(t *testing.T) {
+	base := Options{Path: "x", Stale: time.Hour}
+	for _, tt := range []struct {
+		name string
+		mod  func(*Options)
+	}{
+		{"long owner", func(o *Options) { o.Owner = strings.Repeat("o", 70000) }},
+		{"newline in slug", func(o *Options) { o.Slug = "a\nb" }},
+		{"nanosecond heartbeat", func(o *Options) { o.Heartbeat = time.Nanosecond }},
+		{"nanosecond poll", func(o *Options) { o.Poll = time.Nanosecond }},
+		{"microsecond report", func(o *Options) { o.Report = time.Microsecond }},
+	} {
+		o := base
+		tt.mod(&o)
+		if _, err := o.withDefaults(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: withDefaults = %v, want ErrInvalid", tt.name, err)
+		}
+	}
+}
+
+// A liveness file still locked beside a lock whose record is gone is a job
+// still running after a forced clear: the lock is held until it ends.
+func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
+	o := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	live, err := takeLive(o.Path, "0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.note(4250); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := TryAcquire(o); ok || err != nil {
+		t.Fatalf("TryAcquire beside a locked liveness file = %v, %v; want false, nil", ok, err)
+	}
+	st, err := Inspect(o.Path, 0)
+	if err != nil || st.State != StateHeld || !strings.Contains(st.Holder(), "process group 4250") {
+		t.Fatalf("Inspect = %+v (%s), %v; want held by the job", st, st.Holder(), err)
+	}
+	if !strings.Contains(st.Describe(), "record was removed") || st.JSON()["childPgid"] != 4250 {
+		t.Errorf("Describe %q, JSON %v", st.Describe(), st.JSON())
+	}
+	for _, force := range []bool{false, true} {
+		if _, err := Clear(o.Path, force, 0, nil); !errors.Is(err, ErrHeld) {
+			t.Errorf("Clear(force=%v) = %v, want ErrHeld: nothing may free it but the job's end", force, err)
+		}
+	}
+	// A waiter is woken when the job ends.
+	got := make(chan error, 1)
+	go func() {
+		oo := o
+		oo.Poll = time.Hour
+		h, err := Acquire(context.Background(), oo)
+		if err == nil {
+			h.Release()
+		}
+		got <- err
+	}()
+	waitUntil(t, "the waiter to queue", func() bool { return liveWaiters(t, o.Path) == 1 })
+	live.release()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter was not woken when the liveness file went")
+	}
+}
+
+// A holder notices at once that its lock file was removed (a forced clear),
+// not at its next heartbeat.
+func TestHolderNoticesRemovalAtOnce(t *testing.T) {
+	o := testOptions(t) // heartbeat: an hour
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if _, err := Clear(o.Path, true, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder did not notice its lock was removed")
+	}
+}
+
+// Waiters count only the tickets that compete for one of their locks.
+func TestAheadCountsRivalsOnly(t *testing.T) {
+	o := testOptions(t)
+	dir := filepath.Dir(o.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gpu := func(n string) string { return filepath.Join(dir, "gpu"+n+".lock") }
+	take := func(locks ...string) *ticket {
+		g, err := takeGuard(context.Background(), o.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.release()
+		tk, err := takeTicket(g, o, newQueue(o.Path, locks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tk.drop)
+		return tk
+	}
+	take(gpu("0"))
+	take(o.Path)
+	take(gpu("0"), gpu("1"))
+	// A ticket of an older gpuexec names no locks: it competes with all.
+	old := ticketPath(o.Path, 10)
+	f, err := createExcl(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ok, err := tryLockFile(f); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	f.WriteString(`{"pid":1,"owner":"old","slug":"x"}`)
+	for _, tt := range []struct {
+		locks []string
+		want  int
+	}{
+		{[]string{gpu("0")}, 3},
+		{[]string{gpu("1")}, 2},
+		{[]string{gpu("2")}, 1},
+		{[]string{o.Path}, 2},
+		{[]string{gpu("1"), gpu("2")}, 2},
+	} {
+		n, err := ahead(newQueue(o.Path, tt.locks), 0, time.Hour)
+		if err != nil || n != tt.want {
+			t.Errorf("ahead for %v = %d, %v; want %d", tt.locks, n, err, tt.want)
+		}
+	}
+	q, err := readQueue(o.Path, []string{gpu("1")})
+	if err != nil || len(q) != 2 || q[0].Position != 1 || q[1].Position != 2 || q[1].Owner != "old" {
+		t.Errorf("readQueue for gpu1 = %+v, %v", q, err)
+	}
+}
+
+// A waiter behind the head passes heads that left a lock free for
+// HeadGrace each.
+func TestPassHeads(t *testing.T) {
+	dir := t.TempDir()
+	free := filepath.Join(dir, "free.lock")
+	held := filepath.Join(dir, "held.lock")
+	if err := os.WriteFile(held, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for _, tt := range []struct {
+		pos   int
+		locks []string
+		at    time.Duration
+		want  bool
+	}{
+		{2, []string{free}, HeadGrace - time.Millisecond, false},
+		{2, []string{free}, HeadGrace, true},
+		{3, []string{free}, HeadGrace, false},
+		{3, []string{free}, 2 * HeadGrace, true},
+		{2, []string{held}, time.Hour, false},
+		{2, []string{held, free}, HeadGrace, true},
+	} {
+		pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), tt.locks), pos: tt.pos}
+		if pl.passHeads(t0) {
+			t.Errorf("pos %d %v: passes at the first look", tt.pos, tt.locks)
+		}
+		got := pl.passHeads(t0.Add(tt.at))
+		if got != tt.want || (got && pl.pass != tt.pos-1) {
+			t.Errorf("pos %d %v after %s: passes %v (pass %d), want %v", tt.pos, tt.locks, tt.at, got, pl.pass, tt.want)
+		}
+	}
+}
+
+// Arrival numbers never wrap to the front, whatever the counter in the
+// guard or the tickets in the folder say; a guard this process may not
+// write still numbers tickets.
+func TestArrivalNumbersAreBounded(t *testing.T) {
+	o := testOptions(t)
+	dir := filepath.Dir(o.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.release()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], 1<<64-1)
+	if _, err := g.f.WriteAt(b[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.Path+TicketSuffix+"18446744073709551615", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	existing, err := listTickets(o.Path)
+	if err != nil || len(existing) != 0 {
+		t.Fatalf("listTickets = %v, %v; want the out-of-range ticket ignored", existing, err)
+	}
+	seq, err := g.nextSeq(existing)
+	if err != nil || seq != 1 {
+		t.Fatalf("nextSeq after a counter at the top = %d, %v; want 1", seq, err)
+	}
+	ro := &guard{f: g.f, writable: false}
+	seq, err = ro.nextSeq([]ticketEntry{{seq: 41}})
+	if err != nil || seq != 42 {
+		t.Fatalf("nextSeq of a read-only guard = %d, %v; want 42", seq, err)
+	}
+}
