@@ -1,6 +1,6 @@
 // Command gpuexec runs a command while holding a cross-process GPU lock, so
 // that independent programs share one GPU without two jobs on the card at
-// once. See README.md and SPEC.md.
+// once. See README.md.
 
 // gpuexec runs for milliseconds of CPU and needs one core at most: skip the
 // runtime's cgroup reads for GOMAXPROCS and its periodic re-check.

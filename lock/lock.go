@@ -9,13 +9,21 @@
 //     including several waiters judging one stale lock at the same instant;
 //   - a lock is removed only by its holder (same pid and token), or after it
 //     was judged stale and re-read under rename to be the very lock judged;
-//   - a holder's lock is never judged stale while its heartbeat is younger
-//     than Options.Stale and its job is alive: its liveness lock (see
-//     LiveSuffix) is held, or, for records without one, its pid is alive
-//     (EPERM counts as alive) and was started when the record says, or the
-//     process group of its job still runs;
-//   - waiters are served in arrival order (see TicketSuffix), and wake
-//     within milliseconds of a release where the folder can be watched.
+//   - a holder's lock is never judged stale while, on this host, its
+//     liveness lock (see LiveSuffix) is held, whatever its heartbeat's age
+//     (a stopped holder, a clock jump); nor while its heartbeat is younger
+//     than Options.Stale and, for records without a liveness lock, its pid
+//     is alive (EPERM counts as alive) and was started when the record
+//     says, or the process group of its job still runs;
+//   - a lock whose record was removed while its holder's liveness lock is
+//     still held (a forced clear) stays held until that job ends;
+//   - nothing read from the lock's folder becomes a path, no open there
+//     follows a symbolic link or blocks on a FIFO, and only regular files
+//     with this protocol's names, in that folder, are ever removed;
+//   - waiters that compete for a same lock are served in arrival order
+//     (see TicketSuffix), but for a head of the queue that leaves a free
+//     lock untaken for HeadGrace, and wake within milliseconds of a
+//     release where the folder can be watched.
 //
 // Against the seed's Node tool, exclusion rests on the lock file's
 // O_CREAT|O_EXCL alone, as it always did (see removeIfSame for the one
