@@ -146,5 +146,6 @@ func renameNoReplace(oldpath, newpath string) error {
 	return os.Rename(oldpath, newpath)
 }
 
-// touchNeedsWrite: futimens on a file one owns needs no write access.
-const touchNeedsWrite = false
+// openToTouch opens the regular file at path to read it and set its times
+// (touchFile): futimens on a file one owns needs no write access.
+func openToTouch(path string) (*os.File, error) { return openRegular(path, false) }

@@ -72,7 +72,7 @@ func createFile(path string, access, disposition uint32) (*os.File, error) {
 // touchFile sets the open file's modification time to t through its
 // handle (SetFileTime), so that a heartbeat changes the file it checked,
 // never whatever the path names by then. The handle must have been opened
-// for writing.
+// with FILE_WRITE_ATTRIBUTES (see openToTouch), or for writing.
 func touchFile(f *os.File, t time.Time) error {
 	ft := windows.NsecToFiletime(t.UnixNano())
 	if err := windows.SetFileTime(windows.Handle(f.Fd()), nil, &ft, &ft); err != nil {
@@ -138,5 +138,10 @@ func openGuard(path string) (f *os.File, writable bool, err error) {
 	return nil, false, err
 }
 
-// touchNeedsWrite: SetFileTime needs a handle opened for writing.
-const touchNeedsWrite = true
+// openToTouch opens the regular file at path to read it and set its times
+// (touchFile): SetFileTime needs FILE_WRITE_ATTRIBUTES, which, unlike
+// writing data, no reader's share mode refuses (PowerShell's Get-Content
+// shares reading only).
+func openToTouch(path string) (*os.File, error) {
+	return createFile(path, windows.GENERIC_READ|windows.FILE_WRITE_ATTRIBUTES, windows.OPEN_EXISTING)
+}

@@ -510,8 +510,10 @@ func look(o Options, seen []*Status) ([]*Status, bool) {
 // visibly ended (its liveness lock is free, or its pid is gone).
 func holderGone(st *Status) bool {
 	if st != nil && st.orphan != "" {
-		held, known, _ := probeLiveFile(st.orphan)
-		return known && !held
+		// Gone, or free: the job whose record was removed ended (a try
+		// under the guard tells which).
+		held, _, _ := probeLiveFile(st.orphan)
+		return !held
 	}
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
@@ -998,7 +1000,7 @@ func (h *Held) touch() error {
 	defer g.release()
 	var f *os.File
 	err = retrySharing(func() (err error) {
-		f, err = openRegular(h.o.Path, touchNeedsWrite)
+		f, err = openToTouch(h.o.Path)
 		return err
 	})
 	if errors.Is(err, fs.ErrNotExist) {
