@@ -327,18 +327,26 @@ func TestStopSignalStopsTheJobWithGpuexec(t *testing.T) {
 		t.Skip("reads process states from /proc")
 	}
 	_, lock := lockIn(t)
-	p, pids := startShellJob(t, nil, []string{"--lock", lock}, `echo $$ > "$READY"; while :; do sleep 0.05; done`)
+	// The job, and a process of it in a session of its own (whose group
+	// is orphaned: the kernel drops SIGTSTP for it).
+	strayFile := filepath.Join(t.TempDir(), "stray")
+	p, pids := startShellJob(t, []string{"STRAY=" + strayFile}, []string{"--lock", lock},
+		`setsid sh -c 'echo $$ > "$STRAY"; while :; do sleep 0.05; done' & echo $$ > "$READY"; while :; do sleep 0.05; done`)
 	job := pids[0]
+	stray := waitForPIDs(t, strayFile)[0]
+	killOnCleanup(t, stray)
 	state := func(pid int) byte { s, _, _ := procStat(pid); return s }
 	if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, long, "the job to stop", func() bool { return state(job) == 'T' })
+	waitFor(t, long, "the process that left the job's group to stop", func() bool { return state(stray) == 'T' })
 	waitFor(t, long, "gpuexec to stop", func() bool { return state(p.pid()) == 'T' })
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, long, "the job to go on", func() bool { s := state(job); return s != 'T' && s != 0 })
+	waitFor(t, long, "the stray to go on", func() bool { s := state(stray); return s != 'T' && s != 0 })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -401,9 +409,14 @@ func TestOwnerAndSlugAreBoundedAndEscaped(t *testing.T) {
 	// The seed's Node tool takes any owner: a record of its own with a
 	// newline and an escape sequence in it.
 	rec, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "acquiredAt": "2026-10-12T12:18:03.512Z",
-		"owner": "evil\n\x1b[2Jowner", "slug": "slug\r", "token": "0123456789abcdef"})
+		"owner": "evil\n\x1b[2Jowner", "slug": "slug\r", "token": "0123456789abcdef", "note": "\u202e\u009b\x7f"})
 	writeLock(t, lock, rec, 0)
-	r := gx(t, nil, "status", "--lock", lock)
+	r := gx(t, nil, "status", "--lock", lock, "--json")
+	wantCode(t, r, 0)
+	if strings.ContainsAny(r.stdout, "\x1b\r\u202e\u009b\x7f") || !strings.Contains(r.stdout, `\u202e\u009b\u007f`) {
+		t.Errorf("status --json printed what the record holds unescaped: %q", r.stdout)
+	}
+	r = gx(t, nil, "status", "--lock", lock)
 	wantCode(t, r, 0)
 	if strings.ContainsAny(r.stdout, "\x1b\r") || len(lines(r.stdout)) != 1 || !strings.Contains(r.stdout, `evil\n\x1b[2Jowner/slug\r`) {
 		t.Errorf("status printed what the record holds unescaped: %q", r.stdout)
@@ -476,6 +489,34 @@ func TestJobInATerminal(t *testing.T) {
 		if code := exitCode(t, cmd, out); code != 130 {
 			t.Fatalf("exit %d, want 130\n%s", code, out)
 		}
+	})
+	t.Run("the terminal comes back after a job that moved it", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("bash"); err != nil {
+			t.Skip("needs bash")
+		}
+		// A shell without job control runs gpuexec; an interactive
+		// shell in the job puts its own job in the foreground, and the
+		// timeout kills everything. The outer shell must be able to
+		// read the terminal afterwards.
+		_, lock := lockIn(t)
+		script := fmt.Sprintf(`%s --lock %s --timeout 4s --kill-after 300ms -- bash --norc --noprofile -ic "bash -c 'trap \"\" TERM; sleep 30'; true"; echo after; read v; echo "read:$v"`, gpuexecBin, lock)
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = baseEnv()
+		tty, err := pty.Start(cmd)
+		if err != nil {
+			t.Skipf("no pseudo-terminal here: %v", err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			tty.Close()
+		})
+		out := &termOutput{}
+		go out.copy(tty)
+		waitOut(t, out, "after")
+		io.WriteString(tty, "ok\n")
+		waitOut(t, out, "read:ok")
+		exitCode(t, cmd, out)
 	})
 	t.Run("Ctrl+Z stops both until continued", func(t *testing.T) {
 		t.Parallel()
@@ -630,11 +671,14 @@ func TestNestedGpuexecRunsAtOnce(t *testing.T) {
 		}
 	}
 
-	// Claims that the lock does not back up are not trusted.
+	// Claims are not trusted: neither a wrong token, nor the right one
+	// (anyone can read it in the record) outside the holder's job.
 	h := startHolder(t, lock)
-	forged := []string{"GPUEXEC_LOCK_HELD=1", "GPUEXEC_LOCK_PATH=" + lock, "GPUEXEC_LOCK_TOKEN=0000000000000000"}
-	r := gx(t, forged, "--lock", lock, "--wait", "300ms", "--", "true")
-	wantCode(t, r, 75)
+	for _, token := range []string{"0000000000000000", readRecord(t, lock).Token} {
+		forged := []string{"GPUEXEC_LOCK_HELD=1", "GPUEXEC_LOCK_PATH=" + lock, "GPUEXEC_LOCK_TOKEN=" + token}
+		r := gx(t, forged, "--lock", lock, "--wait", "300ms", "--", "true")
+		wantCode(t, r, 75)
+	}
 	h.release()
 	wantCode(t, h.p.wait(t), 0)
 }
@@ -744,8 +788,17 @@ func TestLogAndIntervalsRefusedAtOnce(t *testing.T) {
 	if err := os.Symlink(filepath.Join(t.TempDir(), "target"), link); err != nil {
 		t.Fatal(err)
 	}
+	// A folder others may write: they could swap the log for a link
+	// between gpuexec's check and the logger's own open.
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, os.ModeSetgid|0o775); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
-		{"--log", fifo}, {"--log", link},
+		{"--log", fifo}, {"--log", link}, {"--log", filepath.Join(open, "gpuexec.log")},
 		{"--heartbeat", "1ns"}, {"--poll", "1ns"}, {"--report", "0s"}, {"--stale", "100us", "--heartbeat", "50us"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), long)

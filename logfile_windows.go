@@ -5,22 +5,27 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
-// openLogFile opens (creating it if missing) the --log file for appending,
-// refusing anything but a regular file (a link or other reparse point, a
-// folder, a device such as NUL or a named pipe).
-func openLogFile(path string) (*os.File, error) {
+// logFile checks the --log file and returns the path to write it at: it
+// must be a regular file (not a link or other reparse point, a folder, or
+// a device such as NUL or a named pipe). Who may write its folder is left
+// to the folder's ACL, which Windows users set per folder.
+func logFile(path string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return "", fmt.Errorf("%s: not a regular file", path)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
+	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return "", fmt.Errorf("%s: not a regular file", path)
 	}
-	return f, nil
+	return path, nil
 }

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
@@ -150,7 +152,7 @@ func devices(c *cli.Context, path string) ([]lock.Device, error) {
 		for _, n := range strings.Split(list, ",") {
 			n = strings.TrimSpace(n)
 			if !validDeviceName(n) {
-				return nil, failed("--gpus: %q is not a device name (letters, digits, '-', '_' and '.')", n)
+				return nil, failed("--gpus: %q is not a device name (up to 128 letters, digits, '-' and '_': an index or a GPU UUID)", n)
 			}
 			if seen[n] {
 				return nil, failed("--gpus: device %s listed twice", n)
@@ -162,12 +164,16 @@ func devices(c *cli.Context, path string) ([]lock.Device, error) {
 	return lock.DevicesBeside(path, names), nil
 }
 
+// validDeviceName accepts what names a device in CUDA_VISIBLE_DEVICES: an
+// index or a UUID (GPU-..., MIG-...). No '.': a device's lock is
+// <stem><name><ext> beside the others, and a dot could make it look like
+// another lock's sidecar (gpu0.lock.live-...).
 func validDeviceName(n string) bool {
-	if n == "" || n == "." || n == ".." || len(n) > 128 {
+	if n == "" || len(n) > 128 {
 		return false
 	}
 	for _, r := range n {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-' || r == '_' || r == '.') {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-' || r == '_') {
 			return false
 		}
 	}
@@ -405,15 +411,12 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 		}
 	}
 	// lumberjack opens the file lazily and its errors would be lost in
-	// the logger: find out now whether the file can be written.
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return nil, nil, failed("--log %s: %v", file, err)
-	}
-	f, err := openLogFile(file)
+	// the logger: find out now whether the file can be written, and
+	// safely (see logFile).
+	file, err := logFile(file)
 	if err != nil {
 		return nil, nil, failed("--log: %v", err)
 	}
-	f.Close()
 	lj := &lumberjack.Logger{
 		Filename:   file,
 		MaxSize:    c.Int("log-max-size"),
@@ -488,12 +491,26 @@ func devicesStatus(c *cli.Context, stdout io.Writer, path string, devs []lock.De
 	return nil
 }
 
+// printJSON prints v as one JSON line. What other processes wrote into a
+// lock (the Node tool takes any owner) is printed escaped: encoding/json
+// escapes control characters below U+0020 but passes DEL, C1 controls and
+// format characters (U+202E) through, which act on a terminal.
 func printJSON(stdout io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return failed("%v", err)
 	}
-	fmt.Fprintln(stdout, string(b))
+	var out strings.Builder
+	for _, r := range string(b) {
+		if r < utf8.RuneSelf && r != 0x7f || strconv.IsPrint(r) {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	fmt.Fprintln(stdout, out.String())
 	return nil
 }
 

@@ -333,7 +333,7 @@ func TryAcquireDevices(o Options, devices []Device, need int) (*DeviceSet, bool,
 	if devices, err = checkDevices(o, devices, need); err != nil {
 		return nil, false, err
 	}
-	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)

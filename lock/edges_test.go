@@ -26,7 +26,8 @@ func TestCheckNameAndPrintable(t *testing.T) {
 		{"DEL", "a\x7f", `'\x7f'`, `a\x7f`},
 		{"C1 control", "a\u0085", `'\u0085'`, `a\u0085`},
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8", `a\xffb`},
-		{"bidi override is shown escaped", "a\u202eb", "", `a\u202eb`},
+		{"bidi override", "a\u202eb", `format character '\u202e'`, `a\u202eb`},
+		{"zero-width space", "a\u200bb", `format character '\u200b'`, `a\u200bb`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckName(tt.in)
@@ -264,5 +265,54 @@ func TestArrivalNumbersAreBounded(t *testing.T) {
 	seq, err = ro.nextSeq([]ticketEntry{{seq: 41}})
 	if err != nil || seq != 42 {
 		t.Fatalf("nextSeq of a read-only guard = %d, %v; want 42", seq, err)
+	}
+}
+
+// Suspend stops the process only while it holds no guard, and no guard is
+// taken until it is continued.
+func TestSuspendWaitsForGuards(t *testing.T) {
+	o := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, resume := make(chan struct{}), make(chan struct{})
+	go Suspend(func() {
+		close(stopped)
+		<-resume
+	})
+	select {
+	case <-stopped:
+		t.Fatal("stopped while holding a guard")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not stopped once the guard was released")
+	}
+	taken := make(chan *guard, 1)
+	go func() {
+		g, err := takeGuard(context.Background(), o.Path)
+		if err != nil {
+			t.Error(err)
+		}
+		taken <- g
+	}()
+	select {
+	case <-taken:
+		t.Fatal("a guard was taken while suspended")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(resume)
+	select {
+	case g := <-taken:
+		g.release()
+	case <-time.After(10 * time.Second):
+		t.Fatal("no guard taken after the process went on")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -41,6 +42,57 @@ type guard struct {
 	writable bool
 }
 
+// guards counts the guards this process holds, so that Suspend can stop
+// it at a moment when it holds none.
+var guards struct {
+	mu        sync.Mutex
+	cond      *sync.Cond
+	held      int
+	suspended bool
+}
+
+func init() { guards.cond = sync.NewCond(&guards.mu) }
+
+// Suspend runs stop — which stops this process, as a SIGSTOP to itself
+// does — at a moment when the process holds no guard, and lets it take
+// none until stop returns (the process was continued). A process stopped
+// while it holds a guard (a few system calls at a time) would make every
+// other process of the lock wait for it.
+func Suspend(stop func()) {
+	guards.mu.Lock()
+	guards.suspended = true
+	for guards.held > 0 {
+		guards.cond.Wait()
+	}
+	guards.mu.Unlock()
+	stop()
+	guards.mu.Lock()
+	guards.suspended = false
+	guards.cond.Broadcast()
+	guards.mu.Unlock()
+}
+
+// countGuard counts a guard just taken, reporting false (the caller lets
+// go of it and waits) while the process is being suspended.
+func countGuard() bool {
+	guards.mu.Lock()
+	defer guards.mu.Unlock()
+	if guards.suspended {
+		return false
+	}
+	guards.held++
+	return true
+}
+
+// awaitResume blocks while the process is being suspended.
+func awaitResume() {
+	guards.mu.Lock()
+	for guards.suspended {
+		guards.cond.Wait()
+	}
+	guards.mu.Unlock()
+}
+
 // takeGuard blocks until it holds the sidecar lock of the lock at path, or
 // ctx ends.
 func takeGuard(ctx context.Context, path string) (*guard, error) {
@@ -70,7 +122,14 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 			held, herr := f.Stat()
 			now, nerr := os.Stat(gpath)
 			if herr == nil && nerr == nil && os.SameFile(held, now) {
-				return &guard{f: f, writable: writable}, nil
+				if countGuard() {
+					return &guard{f: f, writable: writable}, nil
+				}
+				// Being suspended: let go, and try again after.
+				unlockFile(f)
+				f.Close()
+				awaitResume()
+				continue
 			}
 			unlockFile(f)
 		}
@@ -98,6 +157,10 @@ func (g *guard) release() {
 	}
 	unlockFile(g.f)
 	g.f.Close()
+	guards.mu.Lock()
+	guards.held--
+	guards.cond.Broadcast()
+	guards.mu.Unlock()
 }
 
 // ErrNotRegular is returned (wrapped in a *fs.PathError) when the lock path

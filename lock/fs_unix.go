@@ -4,6 +4,7 @@ package lock
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,7 +35,7 @@ func openRegular(path string, write bool) (*os.File, error) {
 		}
 		return nil, err
 	}
-	if err := mustBeRegular(f, path); err != nil {
+	if err := mustBeRegular(f, path, write); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -47,14 +48,21 @@ func isLinkRefusal(err error) bool {
 	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK)
 }
 
-// mustBeRegular refuses an open file that is not a regular file.
-func mustBeRegular(f *os.File, path string) error {
+// mustBeRegular refuses an open file that is not a regular file, and, when
+// it is to be changed (written, touched), one with other names: a hard link
+// planted at a sidecar's name must not make gpuexec change the file it
+// names elsewhere. (A record has two names for an instant while it is put
+// back; it is only ever changed by its holder, under the guard.)
+func mustBeRegular(f *os.File, path string, change bool) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
 		return &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); change && ok && st.Nlink != 1 {
+		return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it has %d names", ErrNotRegular, st.Nlink)}
 	}
 	return nil
 }
@@ -76,23 +84,54 @@ func createExcl(path string) (*os.File, error) {
 	return f, nil
 }
 
+// makeFolder creates dir and the folders above it that are missing, each
+// shared as the folder it is made in is (see sharedPerm): in a folder its
+// group may write, a new folder is open to the group (rwx) and keeps the
+// setgid bit, whatever the umask, so that every member can use a lock in
+// it. Elsewhere the umask decides; a sticky folder (/tmp) shares nothing.
+func makeFolder(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := makeFolder(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	pfi, perr := os.Stat(parent)
+	fi, err := os.Stat(dir)
+	if perr == nil && err == nil && pfi.Mode()&os.ModeSticky == 0 && pfi.Mode().Perm()&0o020 != 0 {
+		_ = os.Chmod(dir, fi.Mode().Perm()|0o070|pfi.Mode()&os.ModeSetgid)
+	}
+	return nil
+}
+
 // folderPerms caches the permissions of lock folders: they are read once
 // per process and folder.
 var folderPerms sync.Map // folder → fs.FileMode
 
 // sharedPerm is the mode of a file gpuexec creates in folder dir: readable
-// by all, and writable by the owner and by whoever else may write the
-// folder (its group and others write bits). In a group folder (mode 2775,
-// group gpu) every member can then take the guard and clear a dead
-// member's lock; in a folder only its owner may write, nobody else can
-// write the files either.
+// by all, writable by the owner, and by the folder's group when the folder
+// is writable by its group. In a group folder (mode 2775, group gpu) every
+// member can then take the guard and clear a dead member's lock. Others
+// never get write access, even where they may write the folder (a sticky
+// /tmp): they can use the guard read-only (see openGuard), and must not be
+// able to rewrite another user's record in place. In a sticky folder each
+// file is its owner's alone.
 func sharedPerm(dir string) fs.FileMode {
 	if p, ok := folderPerms.Load(dir); ok {
 		return p.(fs.FileMode)
 	}
 	perm := fs.FileMode(0o644)
-	if fi, err := os.Stat(dir); err == nil {
-		perm |= fi.Mode().Perm() & 0o022
+	if fi, err := os.Stat(dir); err == nil && fi.Mode()&os.ModeSticky == 0 {
+		perm |= fi.Mode().Perm() & 0o020
 	}
 	folderPerms.Store(dir, perm)
 	return perm
@@ -148,4 +187,14 @@ func renameNoReplace(oldpath, newpath string) error {
 
 // openToTouch opens the regular file at path to read it and set its times
 // (touchFile): futimens on a file one owns needs no write access.
-func openToTouch(path string) (*os.File, error) { return openRegular(path, false) }
+func openToTouch(path string) (*os.File, error) {
+	f, err := openRegular(path, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := mustBeRegular(f, path, true); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

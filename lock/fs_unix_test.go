@@ -12,8 +12,10 @@ import (
 	"time"
 )
 
-// Files gpuexec creates are writable by whoever may write the folder,
-// whatever the umask. Not parallel: the umask is the process's.
+// Files gpuexec creates are writable by the folder's group where the group
+// may write the folder, never by others, whatever the umask; folders it
+// creates are shared as the folder they are made in. Not parallel: the
+// umask is the process's.
 func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
@@ -23,8 +25,9 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	}{
 		{os.ModeSetgid | 0o775, 0o664},
 		{0o755, 0o644},
-		{0o777, 0o666},
+		{0o777, 0o664},
 		{0o770, 0o664},
+		{os.ModeSticky | 0o777, 0o644},
 	} {
 		dir := filepath.Join(t.TempDir(), "locks")
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -44,6 +47,36 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 			}
 		}
 		h.Release()
+	}
+}
+
+func TestMadeFoldersFollowTheirParent(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	for _, tt := range []struct {
+		parent, want os.FileMode
+	}{
+		{os.ModeSetgid | 0o775, os.ModeSetgid | 0o770}, // others: as the umask (077) has it
+		{0o755, 0o700},
+		{os.ModeSticky | 0o777, 0o700},
+	} {
+		parent := filepath.Join(t.TempDir(), "parent")
+		if err := os.Mkdir(parent, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(parent, tt.parent); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(parent, "a", "b")
+		if err := makeFolder(dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			fi, err := os.Stat(d)
+			if err != nil || fi.Mode()&(os.ModePerm|os.ModeSetgid|os.ModeSticky) != tt.want {
+				t.Errorf("in a %v folder: %s is %v (%v), want %v", tt.parent, d, fi.Mode(), err, tt.want)
+			}
+		}
 	}
 }
 

@@ -121,6 +121,10 @@ func renameNoReplace(oldpath, newpath string) error {
 	return nil
 }
 
+// makeFolder creates dir and the folders above it that are missing; they
+// inherit the ACL of the folder they are made in.
+func makeFolder(dir string) error { return os.MkdirAll(dir, 0o777) }
+
 // openGuard opens the guard sidecar at path for reading and writing,
 // creating it if missing. Windows has no per-user write bits on files in a
 // shared folder that a umask would take away, so it is always writable.

@@ -109,6 +109,10 @@ func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }
 func fmtStamp(t time.Time) string   { return t.Local().Format("2006-01-02 15:04:05") }
 func sameHost(h string) bool        { return h == "" || h == hostName() }
 
+// SameHost reports whether a record's host (empty: the seed's, which
+// records none) is this host, as judging takes it.
+func SameHost(h string) bool { return sameHost(h) }
+
 func withinTolerance(a, b int64) bool {
 	d := a - b
 	if d < 0 {
@@ -140,13 +144,13 @@ func hostName() string {
 // The rules, in order:
 //   - content that is not a valid record is held while its mtime is under
 //     WriteGrace old (its writer may not have written it yet), stale after;
-//   - a record from another host is held while its heartbeat is younger
-//     than staleAfter, stale after: its pid cannot be checked here;
 //   - a holder whose liveness lock (see LiveSuffix) is held is alive,
-//     however old its heartbeat: the kernel says the holder or a process
-//     of its job runs, and an old mtime only means it was stopped (SIGSTOP,
-//     Ctrl+Z), the machine slept, the clock jumped, or someone touched the
-//     file;
+//     however old its heartbeat and whatever host it names: the kernel says
+//     the holder or a process of its job runs, and an old mtime only means
+//     it was stopped (SIGSTOP, Ctrl+Z), the machine slept, the clock
+//     jumped, or someone touched the file;
+//   - otherwise a record from another host is held while its heartbeat is
+//     younger than staleAfter, stale after: its pid cannot be checked here;
 //   - otherwise (no liveness file: the seed's Node tool; or its lock free)
 //     a heartbeat older than staleAfter is stale;
 //   - a holder whose liveness lock is free is gone (its pid is not
@@ -175,23 +179,26 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	}
 	noHeartbeat := s.HeartbeatAge > staleAfter
 	info := s.Info
+	held, known, noted := p.liveHeld(info.Token)
+	if known && held {
+		// The kernel says the holder or a process of its job runs:
+		// nothing a pid or a clock could say overrules that. Whatever
+		// host name the record gives: a holder in another container
+		// of this machine (another UTS namespace) holds its kernel
+		// lock in the same kernel.
+		if noHeartbeat {
+			setHeld("no heartbeat for %s, but its liveness lock is held: the holder or its job still runs (stopped, or the clock jumped)", fmtAge(s.HeartbeatAge))
+			return
+		}
+		setHeld("")
+		return
+	}
 	if !sameHost(info.Host) {
 		if noHeartbeat {
 			setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
 			return
 		}
 		setHeld("held from host %s: only its heartbeat can be checked", printable(info.Host))
-		return
-	}
-	held, known, noted := p.liveHeld(info.Token)
-	if known && held {
-		// The kernel says the holder or a process of its job runs:
-		// nothing a pid or a clock could say overrules that.
-		if noHeartbeat {
-			setHeld("no heartbeat for %s, but its liveness lock is held: the holder or its job still runs (stopped, or the clock jumped)", fmtAge(s.HeartbeatAge))
-			return
-		}
-		setHeld("")
 		return
 	}
 	if noHeartbeat {

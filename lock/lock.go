@@ -231,7 +231,7 @@ type tryFunc func(ctx context.Context, pl *place) (got bool, seen []*Status, err
 // files the waiter may take; their release wakes it.
 func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error {
 	start := time.Now()
-	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return err
 	}
 	acquired := func() {
@@ -578,7 +578,7 @@ func TryAcquire(o Options) (*Held, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := os.MkdirAll(filepath.Dir(o.Path), 0o777); err != nil {
+	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, false, explain(o.Path, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
@@ -793,7 +793,7 @@ func Inspect(path string, stale time.Duration) (*Status, error) {
 	}
 	st, err := readStatus(o.Path)
 	if err != nil {
-		return nil, err
+		return nil, explain(o.Path, err)
 	}
 	if st.State != StateFree {
 		judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})

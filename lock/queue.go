@@ -114,7 +114,13 @@ func listTickets(lockPath string) ([]ticketEntry, error) {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		seq, err := strconv.ParseUint(name[len(prefix):], 10, 64)
+		// Exactly the 20 digits ticketPath writes: no other lock's
+		// file ("gpu.lock.ticket-5.lock") is taken for a ticket.
+		digits := name[len(prefix):]
+		if len(digits) != 20 || strings.Trim(digits, "0123456789") != "" {
+			continue
+		}
+		seq, err := strconv.ParseUint(digits, 10, 64)
 		if err != nil || seq == 0 || seq >= maxSeq {
 			continue
 		}

@@ -174,8 +174,9 @@ const MaxNameLen = 256
 
 // CheckName says what is wrong with an owner or slug as a name to record:
 // longer than MaxNameLen bytes, not UTF-8, or holding a control character
-// (a newline, an escape sequence), which would garble every status line and
-// log that shows it. nil when it may be recorded.
+// (a newline, an escape sequence) or a format character (a right-to-left
+// override), which would garble or disguise every status line and log that
+// shows it. nil when it may be recorded.
 func CheckName(s string) error {
 	if len(s) > MaxNameLen {
 		return fmt.Errorf("is %d bytes long; at most %d", len(s), MaxNameLen)
@@ -184,8 +185,11 @@ func CheckName(s string) error {
 		return errors.New("is not valid UTF-8")
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return fmt.Errorf("holds the control character %s", strconv.QuoteRuneToASCII(r))
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Errorf("holds the format character %s", strconv.QuoteRuneToASCII(r))
 		}
 	}
 	return nil

@@ -49,7 +49,7 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		}
 		path := filepath.Join(dir, name)
 		switch {
-		case strings.HasPrefix(rest, LiveSuffix):
+		case strings.HasPrefix(rest, LiveSuffix) && validToken(rest[len(LiveSuffix):]):
 			if held, known, group := probeLiveFile(path); known && held {
 				if busy == nil {
 					busy = orphanStatus(lockPath, path, group)
@@ -58,10 +58,8 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 				removeDeadLiveFile(path)
 			}
 		case !remove:
-		case strings.HasPrefix(rest, stalePart), strings.HasPrefix(rest, tmpPart):
-			_, after, _ := strings.Cut(rest[1:], "-")
-			pidText, _, _ := strings.Cut(after, "-")
-			if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 && !processAlive(pid) && e.Type().IsRegular() {
+		default:
+			if pid, ok := leftoverPID(rest); ok && !processAlive(pid) && e.Type().IsRegular() {
 				os.Remove(path)
 			}
 		}
@@ -80,4 +78,32 @@ func orphanStatus(lockPath, live string, group int) *Status {
 		st.ModTime = fi.ModTime()
 	}
 	return st
+}
+
+// leftoverPID parses the rest of a set-aside or temporary file's name after
+// the lock's: ".stale-PID-xxxxxx" or ".tmp-PID-xxxxxx", six lowercase hex
+// digits, exactly as gpuexec and the seed's tool name them. Names are
+// matched whole, so that no other lock's file (a lock named
+// "gpu.lock.stale-1-x.lock") is ever taken for one.
+func leftoverPID(rest string) (int, bool) {
+	var after string
+	switch {
+	case strings.HasPrefix(rest, stalePart):
+		after = rest[len(stalePart):]
+	case strings.HasPrefix(rest, tmpPart):
+		after = rest[len(tmpPart):]
+	default:
+		return 0, false
+	}
+	pidText, suffix, ok := strings.Cut(after, "-")
+	if !ok || len(suffix) != 6 || strings.Trim(suffix, "0123456789abcdef") != "" {
+		return 0, false
+	}
+	for _, c := range pidText {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	pid, err := strconv.Atoi(pidText)
+	return pid, err == nil && pid > 0
 }

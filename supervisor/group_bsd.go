@@ -25,4 +25,4 @@ func (g *group) straysLeft() bool { return false }
 
 // childrenBefore notes nothing here (see strays).
 func childrenBefore(bool) map[int]bool { return nil }
-func (g *group) strays() []int         { return nil }
+func (g *group) strays() []stray       { return nil }

@@ -44,8 +44,8 @@ func (g *group) reap() {
 		reapAll(-1)
 	case g.sole:
 		reapAll(-g.pgid)
-		for _, pid := range g.strays() {
-			reapAll(pid)
+		for _, s := range g.strays() {
+			reapAll(s.pid)
 		}
 	default:
 		reapAll(-g.pgid)
@@ -92,12 +92,12 @@ func (g *group) straysLeft() bool {
 // strays are the processes of the job outside its group: the descendants
 // of gpuexec (see straysLeft), found in /proc, whose process group is not
 // the job's, but for gpuexec's other children and theirs.
-func (g *group) strays() []int {
+func (g *group) strays() []stray {
 	if !g.sole {
 		return nil
 	}
 	tree, pgrp := processTree()
-	var out []int
+	var out []stray
 	next := []int{os.Getpid()}
 	seen := map[int]bool{os.Getpid(): true}
 	for len(next) > 0 {
@@ -110,7 +110,7 @@ func (g *group) strays() []int {
 			seen[c] = true
 			next = append(next, c)
 			if pgrp[c] != g.pgid {
-				out = append(out, c)
+				out = append(out, stray{pid: c, pgid: pgrp[c]})
 			}
 		}
 	}
@@ -138,6 +138,12 @@ func processTree() (children map[int][]int, pgrp map[int]int) {
 		pgrp[pid] = pg
 	}
 	return children, pgrp
+}
+
+// parentOf is pid's parent, from /proc.
+func parentOf(pid int) (int, bool) {
+	ppid, _, ok := parentAndGroup(strconv.Itoa(pid))
+	return ppid, ok
 }
 
 // parentAndGroup reads a process's parent and process group from

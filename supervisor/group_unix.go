@@ -37,19 +37,22 @@ func newGroup(cmd *exec.Cmd, sole bool, others map[int]bool) (*group, error) {
 // id is what the lock records as childPgid.
 func (g *group) id() int { return g.pgid }
 
+// stray is a process of the job outside its group, and its own group.
+type stray struct{ pid, pgid int }
+
 // signal sends sig to every process of the job: its group, and each
-// process of the job outside it.
+// process of the job outside it (see signalStray).
 func (g *group) signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		s = syscall.SIGTERM
 	}
 	err := unix.Kill(-g.pgid, s)
-	for _, pid := range g.strays() {
+	for _, st := range g.strays() {
 		if signals.Of(sig) == signals.End {
-			g.warned[pid] = true
+			g.warned[st.pid] = true
 		}
-		unix.Kill(pid, s)
+		g.signalStray(st, s)
 	}
 	if errors.Is(err, unix.ESRCH) {
 		err = nil // the group is gone; strays may not be
@@ -57,11 +60,27 @@ func (g *group) signal(sig os.Signal) error {
 	return err
 }
 
+// signalStray sends s to a process of the job outside its group, and to
+// that process's own group (a daemon's children, and a process that keeps
+// forking into new pids, are there), unless that group is gpuexec's own.
+// A stop request (SIGTSTP) becomes SIGSTOP: a stray that left for a
+// session of its own is in an orphaned process group, for which the
+// kernel drops SIGTSTP.
+func (g *group) signalStray(st stray, s syscall.Signal) {
+	if s == syscall.SIGTSTP {
+		s = syscall.SIGSTOP
+	}
+	unix.Kill(st.pid, s)
+	if st.pgid > 1 && st.pgid != g.pgid && st.pgid != unix.Getpgrp() {
+		unix.Kill(-st.pgid, s)
+	}
+}
+
 // kill sends SIGKILL to every process of the job.
 func (g *group) kill() error {
 	err := unix.Kill(-g.pgid, unix.SIGKILL)
-	for _, pid := range g.strays() {
-		unix.Kill(pid, unix.SIGKILL)
+	for _, st := range g.strays() {
+		g.signalStray(st, unix.SIGKILL)
 	}
 	if errors.Is(err, unix.ESRCH) {
 		err = nil
@@ -89,10 +108,10 @@ func (g *group) stopStrays(sig os.Signal) {
 	if !ok {
 		s = syscall.SIGTERM
 	}
-	for _, pid := range g.strays() {
-		if !g.warned[pid] {
-			g.warned[pid] = true
-			unix.Kill(pid, s)
+	for _, st := range g.strays() {
+		if !g.warned[st.pid] {
+			g.warned[st.pid] = true
+			g.signalStray(st, s)
 		}
 	}
 }
@@ -103,8 +122,8 @@ func (g *group) describeLeft() string {
 	s := "process group " + strconv.Itoa(g.pgid)
 	if strays := g.strays(); len(strays) > 0 {
 		s += "; outside it, pids"
-		for _, pid := range strays {
-			s += " " + strconv.Itoa(pid)
+		for _, st := range strays {
+			s += " " + strconv.Itoa(st.pid)
 		}
 	}
 	return s

@@ -14,8 +14,10 @@ import (
 // otherwise queue behind its own parent until --wait gives up. The
 // parent's child-facing variables (EnvLockHeld, EnvLockPath, EnvLockToken,
 // EnvGPU) say which lock and token; the lock is then read to be held now
-// with that token, so that a stale or copied environment never lets a job
-// skip the queue. It returns the holder, for the log.
+// with that token, by a holder on this host that is an ancestor of this
+// process. Anyone can read a token in the lock's record and set the
+// variables: only descent from the holder proves that this process runs
+// inside its job. It returns the holder, for the log.
 func nested(cfg Config) (holding, string, bool) {
 	env := cfg.Env
 	if env == nil {
@@ -35,7 +37,8 @@ func nested(cfg Config) (holding, string, bool) {
 	tokens := strings.Split(get(EnvLockToken), ",")
 	heldBy := func(o lock.Options, token string) (string, bool) {
 		st, err := lock.BackendFor(o.Path).Inspect(o)
-		if err != nil || st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token {
+		if err != nil || st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token ||
+			!lock.SameHost(st.Info.Host) || !descendsFrom(st.Info.PID) {
 			return "", false
 		}
 		return st.Holder(), true
@@ -68,6 +71,26 @@ func nested(cfg Config) (holding, string, bool) {
 		who = append(who, w)
 	}
 	return inheritedLock{}, strings.Join(slices.Compact(who), ", "), true
+}
+
+// descendsFrom reports whether pid is an ancestor of this process.
+func descendsFrom(pid int) bool {
+	if pid <= 1 {
+		return false
+	}
+	seen := map[int]bool{}
+	for p := os.Getpid(); p > 1 && !seen[p]; {
+		seen[p] = true
+		up, ok := parentOf(p)
+		if !ok {
+			return false
+		}
+		if up == pid {
+			return true
+		}
+		p = up
+	}
+	return false
 }
 
 // inheritedLock is the lock (or devices) of a gpuexec running this

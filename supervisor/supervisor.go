@@ -237,7 +237,7 @@ func waitingSignal(sig os.Signal, log hclog.Logger) bool {
 	switch signals.Of(sig) {
 	case signals.Stop:
 		log.Debug("stopped while waiting for the GPU lock", "signal", signals.Name(sig))
-		stopSelf()
+		lock.Suspend(stopSelf)
 		return true
 	case signals.Continue:
 		return true
@@ -518,7 +518,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				// stopped and gets the terminal back.
 				w.log.Info("job stopped; stopping with it until continued (fg, bg)")
 				w.term.giveBack()
-				stopSelf()
+				lock.Suspend(stopSelf)
 			}
 		case sig := <-w.cfg.Signals:
 			switch signals.Of(sig) {
@@ -528,7 +528,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 					w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
 				}
 				w.term.giveBack()
-				stopSelf()
+				lock.Suspend(stopSelf)
 				continue
 			case signals.Continue:
 				w.log.Debug("continuing the job's process group", "signal", signals.Name(sig))

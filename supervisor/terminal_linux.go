@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -78,14 +79,21 @@ func (t *terminal) jobStopped() bool {
 const cldStopped = 5
 
 // giveBack makes gpuexec's group the foreground again if the job's group
-// is, so that the shell gets the terminal back. gpuexec is in the
-// background then: SIGTTOU is ignored for the moment of the call (it is
-// the job that runs no more: nothing inherits that).
+// is, or a group of the job's that is gone (a job that moved the terminal
+// to a group of its own, as a shell inside it does, and was killed), so
+// that the shell gets the terminal back. A live group that is not the
+// job's (the shell's, after bg) keeps it. gpuexec is in the background
+// then: SIGTTOU is ignored for the moment of the call (no job process is
+// started meanwhile, so nothing inherits that).
 func (t *terminal) giveBack() {
 	if t.fd < 0 {
 		return
 	}
-	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err != nil || fg != t.job {
+	fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP)
+	if err != nil || fg == t.own {
+		return
+	}
+	if fg != t.job && !errors.Is(unix.Kill(-fg, 0), unix.ESRCH) {
 		return
 	}
 	signal.Ignore(syscall.SIGTTOU)
