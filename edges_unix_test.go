@@ -820,3 +820,27 @@ func TestLogAndIntervalsRefusedAtOnce(t *testing.T) {
 
 // must returns v, ignoring err: for reads in conditions that are polled.
 func must[T any](v T, _ error) T { return v }
+
+// The default folder, in the shared temporary folder, is never reached
+// through a link someone may have put there.
+func TestDefaultFolderLinkRefused(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "elsewhere")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(tmp, "gpuexec")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--", "true"}, {"status"}, {"clear"}} {
+		r := gx(t, []string{"TMPDIR=" + tmp}, args...)
+		wantCode(t, r, 125)
+		if l := lines(r.stderr); len(l) != 1 || !strings.Contains(r.stderr, "symbolic link") {
+			t.Errorf("%v: stderr is not one line about the link:\n%s", args, r.stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(real); len(ents) != 0 {
+		t.Errorf("files were made through the link: %d", len(ents))
+	}
+}
