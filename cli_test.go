@@ -431,7 +431,12 @@ func deadPID(t testing.TB) int {
 // statusJSON runs gpuexec status --json.
 func statusJSON(t testing.TB, lock string) map[string]any {
 	t.Helper()
-	r := gx(t, nil, "status", "--lock", lock, "--json")
+	return parseStatus(t, gx(t, nil, "status", "--lock", lock, "--json"))
+}
+
+// parseStatus is what a status --json run printed.
+func parseStatus(t testing.TB, r result) map[string]any {
+	t.Helper()
 	wantCode(t, r, 0)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
@@ -912,13 +917,7 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 			}
 			statusJSON := func(t *testing.T, lock string) map[string]any {
 				t.Helper()
-				r := gx(t, nil, "status", "--lock", lock, "--json")
-				wantCode(t, r, 0)
-				var m map[string]any
-				if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
-					t.Fatalf("status --json printed %q: %v", r.stdout, err)
-				}
-				return m
+				return parseStatus(t, gx(t, nil, "status", "--lock", lock, "--json"))
 			}
 			r := gx(t, nil, "status", "--lock", lock)
 			wantCode(t, r, 0)

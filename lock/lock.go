@@ -950,9 +950,9 @@ func (h *Held) heartbeat(wk *waker) {
 	}
 }
 
-// check reads the lock under the guard and reports errNotOurs if it is no
-// longer this holder's.
-func (h *Held) check() error {
+// underGuard runs fn with the guard held, waiting for it at most
+// clearGuardWait.
+func (h *Held) underGuard(fn func() error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
 	g, err := takeGuard(ctx, h.o.Path)
@@ -960,8 +960,16 @@ func (h *Held) check() error {
 		return err
 	}
 	defer g.release()
-	_, err = h.ours()
-	return err
+	return fn()
+}
+
+// check reads the lock under the guard and reports errNotOurs if it is no
+// longer this holder's.
+func (h *Held) check() error {
+	return h.underGuard(func() error {
+		_, err := h.ours()
+		return err
+	})
 }
 
 // errNotOurs says the lock file no longer holds our record.
@@ -991,33 +999,28 @@ func (h *Held) isOurs(st *Status) error {
 // The file is read and touched through one open file, so that the file
 // touched is the one found to be ours, whatever the path names meanwhile.
 func (h *Held) touch() error {
-	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
-	defer cancel()
-	g, err := takeGuard(ctx, h.o.Path)
-	if err != nil {
-		return err
-	}
-	defer g.release()
-	var f *os.File
-	err = retrySharing(func() (err error) {
-		f, err = openToTouch(h.o.Path)
-		return err
+	return h.underGuard(func() error {
+		var f *os.File
+		err := retrySharing(func() (err error) {
+			f, err = openToTouch(h.o.Path)
+			return err
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			return h.isOurs(&Status{State: StateFree})
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, err := readStatusFrom(f, h.o.Path)
+		if err != nil {
+			return err
+		}
+		if err := h.isOurs(st); err != nil {
+			return err
+		}
+		return touchFile(f, time.Now())
 	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return h.isOurs(&Status{State: StateFree})
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := readStatusFrom(f, h.o.Path)
-	if err != nil {
-		return err
-	}
-	if err := h.isOurs(st); err != nil {
-		return err
-	}
-	return touchFile(f, time.Now())
 }
 
 // NoteChild notes the process group of the job run under the lock in the
@@ -1034,27 +1037,22 @@ func (h *Held) NoteChild(pgid int) error {
 // the record (childPgid), so that the lock stays alive while that group
 // runs even if this process is killed. It also counts as a heartbeat.
 func (h *Held) RecordChild(pgid int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
-	defer cancel()
-	g, err := takeGuard(ctx, h.o.Path)
-	if err != nil {
-		return err
-	}
-	defer g.release()
-	if _, err := h.ours(); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	next := *h.info
-	next.ChildPGID = pgid
-	h.mu.Unlock()
-	if err := replaceRecord(h.o.Path, &next); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.info = &next
-	h.mu.Unlock()
-	return nil
+	return h.underGuard(func() error {
+		if _, err := h.ours(); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		next := *h.info
+		next.ChildPGID = pgid
+		h.mu.Unlock()
+		if err := replaceRecord(h.o.Path, &next); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		h.info = &next
+		h.mu.Unlock()
+		return nil
+	})
 }
 
 // releaseGuardWait bounds how long Release waits for the guard. Release
