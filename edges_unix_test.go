@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -216,6 +217,24 @@ func TestTwoUsersShareAGroupFolder(t *testing.T) {
 	if err != nil || fi.Mode().Perm()&0o020 == 0 {
 		t.Errorf("guard %v, %v: want it writable by the group", fi.Mode(), err)
 	}
+
+	// A user outside the group cannot take a liveness file's kernel lock
+	// (and so keep a dead holder looking alive): it cannot open it.
+	a = startProc(t, gxAs(t, userA, "022", nil, "--lock", lock, "--", "/bin/sh", "-c", "touch "+gate+".held; exec sleep 300"))
+	waitFor(t, long, "user A's job to run", func() bool { return lockExists(gate + ".held") })
+	lives, _ := filepath.Glob(lock + ".live-*")
+	if len(lives) != 1 {
+		t.Fatalf("liveness files: %v", lives)
+	}
+	outsider := exec.Command("flock", "-n", "-x", lives[0], "true")
+	outsider.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4343, Gid: 4343}}
+	if out, err := outsider.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Errorf("a user outside the group opened the liveness file: %v\n%s", err, out)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, a.wait(t), 143)
 
 	// A's gpuexec is killed with its job: B clears A's lock.
 	a = startProc(t, gxAs(t, userA, "022", nil, "--lock", lock, "--", "/bin/sh", "-c", "touch "+gate+".two; exec sleep 300"))
@@ -821,26 +840,93 @@ func TestLogAndIntervalsRefusedAtOnce(t *testing.T) {
 // must returns v, ignoring err: for reads in conditions that are polled.
 func must[T any](v T, _ error) T { return v }
 
-// The default folder, in the shared temporary folder, is never reached
-// through a link someone may have put there.
-func TestDefaultFolderLinkRefused(t *testing.T) {
+// Folders that another user could move away or point elsewhere are never
+// used by name, for the lock or for --log: a group member must not be able
+// to send root's gpuexec to create or write files in a folder of root's.
+func TestFoldersOthersControlAreRefused(t *testing.T) {
 	t.Parallel()
-	tmp := t.TempDir()
-	real := filepath.Join(tmp, "elsewhere")
-	if err := os.Mkdir(real, 0o755); err != nil {
+	tmp := sharedDir(t, os.ModeSticky|0o777)
+	group := sharedDir(t, os.ModeSetgid|0o775)
+	rootOnly := filepath.Join(t.TempDir(), "root-only")
+	if err := os.Mkdir(rootOnly, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(real, filepath.Join(tmp, "gpuexec")); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{{"--", "true"}, {"status"}, {"clear"}} {
-		r := gx(t, []string{"TMPDIR=" + tmp}, args...)
+	shAs(t, userA, "022", fmt.Sprintf("mkdir %[1]s/team && ln -s %[2]s %[1]s/logs && ln -s %[2]s %[3]s/gpuexec",
+		group, rootOnly, tmp))
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		says string
+	}{
+		{"default folder: another user's link", []string{"TMPDIR=" + tmp}, []string{"--", "true"}, "uid 4242"},
+		{"status through it", []string{"TMPDIR=" + tmp}, []string{"status"}, "uid 4242"},
+		{"a subfolder of a group folder", nil, []string{"--lock", filepath.Join(group, "team", "gpu.lock"), "--", "true"}, "may be written by others"},
+		{"--log through another user's link", nil, []string{"--lock", filepath.Join(t.TempDir(), "gpu.lock"), "--log", filepath.Join(group, "logs", "run.log"), "--", "true"}, "could move logs away"},
+		{"--log in a group folder", nil, []string{"--lock", filepath.Join(t.TempDir(), "gpu.lock"), "--log", filepath.Join(group, "run.log"), "--", "true"}, "may be written by others"},
+	} {
+		r := gx(t, tc.env, tc.args...)
 		wantCode(t, r, 125)
-		if l := lines(r.stderr); len(l) != 1 || !strings.Contains(r.stderr, "symbolic link") {
-			t.Errorf("%v: stderr is not one line about the link:\n%s", args, r.stderr)
+		if l := lines(r.stderr); len(l) != 1 || !strings.Contains(r.stderr, tc.says) {
+			t.Errorf("%s: stderr is not one line saying %q:\n%s", tc.name, tc.says, r.stderr)
 		}
 	}
-	if ents, _ := os.ReadDir(real); len(ents) != 0 {
-		t.Errorf("files were made through the link: %d", len(ents))
+	if ents, _ := os.ReadDir(rootOnly); len(ents) != 0 {
+		t.Errorf("files were made in root's folder through another user's link: %d", len(ents))
+	}
+}
+
+func init() {
+	// join PGID: move into process group PGID (setpgid), write the pid to
+	// $GPUEXEC_TEST_READY, and run until killed.
+	helperRoles["join"] = func(args []string) int {
+		pg, err := strconv.Atoi(args[0])
+		if err == nil {
+			err = syscall.Setpgid(0, pg)
+		}
+		if err == nil {
+			err = writeFileAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid())+"\n"))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper join:", err)
+			return 2
+		}
+		time.Sleep(time.Hour)
+		return 0
+	}
+}
+
+// A process of the job that joins a group it does not own (setpgid into
+// another group of the session) is stopped alone: that group's other
+// members are not the job's and are never signalled.
+func TestStrayInAForeignGroupIsStoppedAlone(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("strays are found on Linux")
+	}
+	victim := exec.Command("sleep", "60")
+	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Process.Kill()
+	exited := make(chan struct{})
+	go func() { victim.Wait(); close(exited) }()
+
+	_, lock := lockIn(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := startProc(t, gpuexecCmd([]string{role("join"), readyEnv + "=" + ready},
+		"--lock", lock, "--kill-after", "300ms", "--", helperBin, strconv.Itoa(victim.Process.Pid)))
+	job := waitForPIDs(t, ready)[0]
+	killOnCleanup(t, job)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	waitFor(t, long, "the job to be stopped", func() bool { return processGone(job) })
+	select {
+	case <-exited:
+		t.Fatal("a process in the group the job joined, not the job's, was killed")
+	default:
 	}
 }

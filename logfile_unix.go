@@ -8,56 +8,35 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
-// logFile checks the --log file and returns the path to write it at: its
-// folder with every symbolic link resolved. lumberjack opens, rotates and
-// creates the file by path, following links and waiting on FIFOs, so the
-// path must be one that nobody else can change: every folder on it is
-// owned by this user or root, and none but sticky ones (such as /tmp, whose
-// entries only their owner may rename) may be written by others; the
-// log's own folder not even then. The file itself is opened once now,
-// without following a link and without waiting (O_NOFOLLOW, O_NONBLOCK),
-// and must be a regular file with no other name.
+// logFile checks the --log file and returns the path to write it at.
+// lumberjack opens, rotates, creates and removes the log by path, following
+// links and waiting on FIFOs, so the path must be one that nobody else can
+// change: its folder is resolved as package safepath says (no folder on the
+// way, and no link followed, that another user could move or point
+// elsewhere), and nobody but its owner may write the log's own folder. The
+// file itself, if there, must be a regular file with no other name; it is
+// opened once now without following a link or waiting (O_NOFOLLOW,
+// O_NONBLOCK) to find out whether it can be written.
 func logFile(path string) (string, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(dir)
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
 	}
-	if real, err = filepath.Abs(real); err != nil {
-		return "", err
+	dir, err := safepath.Dir(filepath.Dir(abs), true, true)
+	if err != nil {
+		return "", fmt.Errorf("%v; keep the log in a folder only you can write", err)
 	}
-	uid := uint32(os.Geteuid())
-	for d, own := real, true; ; d, own = filepath.Dir(d), false {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return "", err
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || !fi.IsDir() {
-			return "", fmt.Errorf("%s: not a folder", d)
-		}
-		if st.Uid != uid && st.Uid != 0 {
-			return "", fmt.Errorf("%s belongs to another user (uid %d), who could swap the log for a link; keep the log in a folder only you can write", d, st.Uid)
-		}
-		if fi.Mode().Perm()&0o022 != 0 && (own || fi.Mode()&os.ModeSticky == 0) {
-			return "", fmt.Errorf("%s may be written by others (%s), who could swap the log for a link; keep the log in a folder only you can write", d, fi.Mode())
-		}
-		if up := filepath.Dir(d); up == d {
-			break
-		}
+	file := filepath.Join(dir, filepath.Base(abs))
+	if fi, err := os.Lstat(file); err == nil && !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: not a regular file", file)
 	}
-	file := filepath.Join(real, filepath.Base(path))
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) {
-			return "", fmt.Errorf("%s: a symbolic link; give the log file's own path", file)
-		}
-		if errors.Is(err, syscall.ENXIO) {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) || errors.Is(err, syscall.ENXIO) {
 			return "", fmt.Errorf("%s: not a regular file", file)
 		}
 		return "", err

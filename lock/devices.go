@@ -63,9 +63,9 @@ func checkDevices(o Options, devices []Device, need int) ([]Device, error) {
 	for i := range devices {
 		d := &devices[i]
 		if d.Path != "" {
-			abs, err := filepath.Abs(d.Path)
+			abs, err := resolve(d.Path)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrBadDevices, err)
+				return nil, err
 			}
 			d.Path = abs
 		}
@@ -305,7 +305,7 @@ func InspectDevices(base string, devices []Device, stale time.Duration) ([]*Stat
 		}
 		out[i] = st
 	}
-	abs, err := filepath.Abs(base)
+	abs, err := resolve(base)
 	if err != nil {
 		return nil, err
 	}

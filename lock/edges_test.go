@@ -122,8 +122,8 @@ func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
 	}
 }
 
-// A holder notices at once that its lock file was removed (a forced clear),
-// not at its next heartbeat.
+// A holder notices within SelfCheck that its lock file was removed (a
+// forced clear), not at its next heartbeat.
 func TestHolderNoticesRemovalAtOnce(t *testing.T) {
 	o := testOptions(t) // heartbeat: an hour
 	h, err := Acquire(context.Background(), o)
@@ -167,7 +167,7 @@ func TestAheadCountsRivalsOnly(t *testing.T) {
 	take(gpu("0"), gpu("1"))
 	// A ticket of an older gpuexec names no locks: it competes with all.
 	old := ticketPath(o.Path, 10)
-	f, err := createExcl(old)
+	f, err := createExcl(old, lockedFile)
 	if err != nil {
 		t.Fatal(err)
 	}

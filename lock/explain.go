@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+
+	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
 // FolderError is an error from the lock's folder that the user must fix:
@@ -30,6 +32,11 @@ func (e *FolderError) Error() string {
 	what := "cannot use the lock folder " + e.Dir
 	if e.Holder != "" {
 		what = "cannot clear the stale lock of " + e.Holder + " in " + e.Dir
+	}
+	var se *safepath.Error
+	if errors.As(e.Err, &se) {
+		// It says who controls what, already.
+		return fmt.Sprintf("lock: %s: %v; %s", what, e.Err, ShareHint)
 	}
 	desc := describeFolder(e.Dir)
 	if desc != "" {

@@ -35,6 +35,22 @@ const (
 	guardRetry      = 2 * time.Millisecond
 )
 
+// fileKind says who gets which access to a file gpuexec creates (Unix).
+type fileKind int
+
+const (
+	// sharedFile: the guard and the record. Readable by all; writable by
+	// the owner and, where the folder's group may write the folder, by
+	// the group (see sharedPerm).
+	sharedFile fileKind = iota
+	// lockedFile: a liveness file or a ticket, whose kernel lock says its
+	// holder lives. 0640: the folder's group may probe the lock (a shared
+	// lock needs only reading), others may not open it at all, so that
+	// nobody outside the group can take that lock and make a dead holder
+	// or waiter look alive.
+	lockedFile
+)
+
 // guard is a held kernel lock on the sidecar file. writable says whether
 // this process could open it for writing (see openGuard).
 type guard struct {
@@ -252,7 +268,7 @@ func readStatusFrom(f *os.File, path string) (*Status, error) {
 func createRecord(path string, info *Info) error {
 	var f *os.File
 	err := retrySharing(func() (err error) {
-		f, err = createExcl(path)
+		f, err = createExcl(path, sharedFile)
 		return err
 	})
 	if err != nil {

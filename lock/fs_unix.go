@@ -69,48 +69,22 @@ func mustBeRegular(f *os.File, path string, change bool) error {
 
 // createExcl creates the file at path, which must not exist (O_EXCL: a
 // symbolic link there counts as existing and is not followed), for reading
-// and writing. Its permissions are set whatever the umask (see sharedPerm),
-// so that every user who may write the folder can use it.
-func createExcl(path string) (*os.File, error) {
+// and writing. Its permissions are set whatever the umask (see fileKind).
+func createExcl(path string, kind fileKind) (*os.File, error) {
 	// Created as the umask has it (0644 under the usual 022), so that
-	// readers see it at once; then given sharedPerm.
+	// readers see it at once; then given its permissions.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, err
 	}
+	perm := sharedPerm(filepath.Dir(path))
+	if kind == lockedFile {
+		perm = 0o640
+	}
 	// Best effort: a filesystem that cannot hold permissions (a FAT
 	// stick, some network shares) keeps what it has.
-	_ = f.Chmod(sharedPerm(filepath.Dir(path)))
+	_ = f.Chmod(perm)
 	return f, nil
-}
-
-// makeFolder creates dir and the folders above it that are missing, each
-// shared as the folder it is made in is (see sharedPerm): in a folder its
-// group may write, a new folder is open to the group (rwx) and keeps the
-// setgid bit, whatever the umask, so that every member can use a lock in
-// it. Elsewhere the umask decides; a sticky folder (/tmp) shares nothing.
-func makeFolder(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := makeFolder(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	pfi, perr := os.Stat(parent)
-	fi, err := os.Stat(dir)
-	if perr == nil && err == nil && pfi.Mode()&os.ModeSticky == 0 && pfi.Mode().Perm()&0o020 != 0 {
-		_ = os.Chmod(dir, fi.Mode().Perm()|0o070|pfi.Mode()&os.ModeSetgid)
-	}
-	return nil
 }
 
 // folderPerms caches the permissions of lock folders: they are read once
@@ -155,7 +129,7 @@ func openGuard(path string) (f *os.File, writable bool, err error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, false, err
 		}
-		f, err = createExcl(path)
+		f, err = createExcl(path, sharedFile)
 		if err == nil {
 			return f, true, nil
 		}

@@ -38,7 +38,7 @@ func openRegular(path string, write bool) (*os.File, error) {
 
 // createExcl creates the file at path, which must not exist (CREATE_NEW: a
 // link there counts as existing), for reading and writing.
-func createExcl(path string) (*os.File, error) {
+func createExcl(path string, _ fileKind) (*os.File, error) {
 	return createFile(path, windows.GENERIC_READ|windows.GENERIC_WRITE, windows.CREATE_NEW)
 }
 
@@ -121,10 +121,6 @@ func renameNoReplace(oldpath, newpath string) error {
 	return nil
 }
 
-// makeFolder creates dir and the folders above it that are missing; they
-// inherit the ACL of the folder they are made in.
-func makeFolder(dir string) error { return os.MkdirAll(dir, 0o777) }
-
 // openGuard opens the guard sidecar at path for reading and writing,
 // creating it if missing. Windows has no per-user write bits on files in a
 // shared folder that a umask would take away, so it is always writable.
@@ -134,7 +130,7 @@ func openGuard(path string) (f *os.File, writable bool, err error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err == nil, err
 		}
-		f, err = createExcl(path)
+		f, err = createExcl(path, sharedFile)
 		if !errors.Is(err, fs.ErrExist) {
 			return f, err == nil, err
 		}

@@ -28,7 +28,7 @@ type liveLock struct {
 // takeLive creates and exclusively locks the liveness file for token.
 func takeLive(lockPath, token string) (*liveLock, error) {
 	p := livePath(lockPath, token)
-	f, err := createExcl(p)
+	f, err := createExcl(p, lockedFile)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
 // Defaults for zero Options fields; the seed's values.
@@ -111,9 +113,9 @@ func (o Options) withDefaults() (Options, error) {
 	if IsRemote(o.Path) {
 		return o, errRemotePath(o.Path)
 	}
-	abs, err := filepath.Abs(o.Path)
+	abs, err := resolve(o.Path)
 	if err != nil {
-		return o, fmt.Errorf("%w: lock path %q: %v", ErrInvalid, o.Path, err)
+		return o, err
 	}
 	o.Path = abs
 	if err := errors.Join(
@@ -144,6 +146,37 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = hclog.NewNullLogger()
 	}
 	return o, nil
+}
+
+// resolve makes a lock path absolute, its folder resolved to one that no
+// other user can redirect (see package safepath): the lock's files are
+// then found and made there by name, and nowhere else, for as long as the
+// process runs. A folder another user could move away or point elsewhere
+// is refused with a *FolderError.
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: lock path %q: %v", ErrInvalid, path, err)
+	}
+	dir, err := safepath.Dir(filepath.Dir(abs), false, false)
+	if err != nil {
+		return "", &FolderError{Dir: filepath.Dir(abs), Err: err}
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
+// makeFolder creates the lock's folder dir (resolved, see resolve) and
+// the folders above it that are missing, each only where no other user
+// could move it away, as the umask has it.
+func makeFolder(dir string) error {
+	if _, err := safepath.Dir(dir, true, false); err != nil {
+		var se *safepath.Error
+		if errors.As(err, &se) {
+			return &FolderError{Dir: dir, Err: err}
+		}
+		return err
+	}
+	return nil
 }
 
 // ErrHeld is returned by Clear for a lock whose holder is alive.
@@ -815,7 +848,7 @@ const clearGuardWait = 10 * time.Second
 // A free lock is not an error, and nothing is created to find it free. A
 // live holder's lock is left in place and ErrHeld returned, unless force is
 // set. A forced clear never puts two jobs on the GPU: a gpuexec holder
-// notices at once that its record is gone and stops its job, and until
+// notices within SelfCheck that its record is gone and stops its job, and until
 // that job is gone its liveness file keeps the lock held for everyone else
 // (see sweep); the seed's Node tool notices at its next heartbeat. Like
 // every removal here it renames the lock aside and re-reads it first, so a
@@ -874,6 +907,7 @@ type Held struct {
 
 	mu       sync.Mutex
 	released bool
+	file     os.FileInfo // the lock file as written, to tell it is still there
 
 	// Lost is closed when the lock was found to be no longer ours
 	// (removed, or replaced by another holder's) at a heartbeat.
@@ -892,15 +926,20 @@ func newHeld(o Options, info *Info, live *liveLock) *Held {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	// Watched from before the record can be removed (newHeld runs under
-	// the guard, which every removal takes), so that no removal is missed.
-	wk, err := newWaker(o.Path, []string{o.Path})
-	if err != nil {
-		o.Logger.Debug("cannot watch the lock's folder; a removed lock is noticed at the next heartbeat", "path", o.Path, "error", err)
-	}
-	go h.heartbeat(wk)
+	// Seen from before the record can be removed (newHeld runs under
+	// the guard, which every removal takes).
+	h.file, _ = os.Lstat(o.Path)
+	go h.heartbeat()
 	return h
 }
+
+// SelfCheck is how often a holder looks whether its lock file is still the
+// file it wrote (one lstat): a forced clear, or the seed's tool clearing it
+// by its mtime, is noticed within a second, not a heartbeat later.
+// (Watching the folder would notice at once, but closing an inotify
+// instance waits for the kernel's SRCU grace period, 10-20 ms here, at
+// every release.)
+const SelfCheck = time.Second
 
 // Path is the lock file's absolute path.
 func (h *Held) Path() string { return h.o.Path }
@@ -926,18 +965,22 @@ func (h *Held) markLost(why error) {
 // is still ours the moment the lock file is removed or renamed away (it
 // watches the folder, as waiters do): a forced clear, or the seed's tool
 // clearing it by its mtime, is noticed at once, not a heartbeat later.
-func (h *Held) heartbeat(wk *waker) {
+func (h *Held) heartbeat() {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
 	defer t.Stop()
-	defer wk.close()
+	self := time.NewTicker(SelfCheck)
+	defer self.Stop()
 	for {
 		check := h.touch
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
-		case <-wk.C():
+		case <-self.C:
+			if !h.moved() {
+				continue
+			}
 			check = h.check
 		}
 		if err := check(); err != nil {
@@ -963,11 +1006,27 @@ func (h *Held) underGuard(fn func() error) error {
 	return fn()
 }
 
+// moved reports whether the lock file is gone or another file than the one
+// this holder wrote.
+func (h *Held) moved() bool {
+	fi, err := os.Lstat(h.o.Path)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return err != nil || h.file == nil || !os.SameFile(fi, h.file)
+}
+
 // check reads the lock under the guard and reports errNotOurs if it is no
-// longer this holder's.
+// longer this holder's; if it still is (a record put back by a clearing
+// that found it alive), that file is the one to watch.
 func (h *Held) check() error {
 	return h.underGuard(func() error {
-		_, err := h.ours()
+		if _, err := h.ours(); err != nil {
+			return err
+		}
+		fi, err := os.Lstat(h.o.Path)
+		h.mu.Lock()
+		h.file = fi
+		h.mu.Unlock()
 		return err
 	})
 }
@@ -1048,8 +1107,9 @@ func (h *Held) RecordChild(pgid int) error {
 		if err := replaceRecord(h.o.Path, &next); err != nil {
 			return err
 		}
+		fi, _ := os.Lstat(h.o.Path)
 		h.mu.Lock()
-		h.info = &next
+		h.info, h.file = &next, fi
 		h.mu.Unlock()
 		return nil
 	})

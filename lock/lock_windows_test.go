@@ -274,7 +274,7 @@ func TestWindowsHelperProcess(t *testing.T) {
 // content, so a locked file (a queue ticket) can still be read.
 func TestLockedFileStaysReadable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ticket")
-	f, err := createExcl(path)
+	f, err := createExcl(path, lockedFile)
 	if err != nil {
 		t.Fatal(err)
 	}

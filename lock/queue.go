@@ -231,7 +231,7 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 		return nil, err
 	}
 	p := ticketPath(o.Path, seq)
-	f, err := createExcl(p)
+	f, err := createExcl(p, lockedFile)
 	if err != nil {
 		return nil, err
 	}

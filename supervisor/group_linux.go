@@ -98,6 +98,7 @@ func (g *group) strays() []stray {
 	}
 	tree, pgrp := processTree()
 	var out []stray
+	job := map[int]bool{} // every process of the job
 	next := []int{os.Getpid()}
 	seen := map[int]bool{os.Getpid(): true}
 	for len(next) > 0 {
@@ -108,11 +109,24 @@ func (g *group) strays() []stray {
 				continue
 			}
 			seen[c] = true
+			job[c] = true
 			next = append(next, c)
 			if pgrp[c] != g.pgid {
 				out = append(out, stray{pid: c, pgid: pgrp[c]})
 			}
 		}
+	}
+	// A stray's group is the job's to signal only if every member is a
+	// process of the job: setpgid lets a process join any group of its
+	// session (the shell's, another user's), which must never be hit.
+	outsiders := map[int]bool{}
+	for pid, pg := range pgrp {
+		if !job[pid] {
+			outsiders[pg] = true
+		}
+	}
+	for i := range out {
+		out[i].ownGroup = !outsiders[out[i].pgid]
 	}
 	return out
 }

@@ -37,8 +37,12 @@ func newGroup(cmd *exec.Cmd, sole bool, others map[int]bool) (*group, error) {
 // id is what the lock records as childPgid.
 func (g *group) id() int { return g.pgid }
 
-// stray is a process of the job outside its group, and its own group.
-type stray struct{ pid, pgid int }
+// stray is a process of the job outside its group, and its own group;
+// ownGroup: every member of that group is a process of the job.
+type stray struct {
+	pid, pgid int
+	ownGroup  bool
+}
 
 // signal sends sig to every process of the job: its group, and each
 // process of the job outside it (see signalStray).
@@ -62,7 +66,7 @@ func (g *group) signal(sig os.Signal) error {
 
 // signalStray sends s to a process of the job outside its group, and to
 // that process's own group (a daemon's children, and a process that keeps
-// forking into new pids, are there), unless that group is gpuexec's own.
+// forking into new pids, are there) when every member of it is the job's.
 // A stop request (SIGTSTP) becomes SIGSTOP: a stray that left for a
 // session of its own is in an orphaned process group, for which the
 // kernel drops SIGTSTP.
@@ -71,7 +75,7 @@ func (g *group) signalStray(st stray, s syscall.Signal) {
 		s = syscall.SIGSTOP
 	}
 	unix.Kill(st.pid, s)
-	if st.pgid > 1 && st.pgid != g.pgid && st.pgid != unix.Getpgrp() {
+	if st.ownGroup && st.pgid > 1 && st.pgid != g.pgid && st.pgid != unix.Getpgrp() {
 		unix.Kill(-st.pgid, s)
 	}
 }

@@ -1,0 +1,21 @@
+//go:build windows
+
+package safepath
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Dir returns dir as it is, creating it when create is set. Who may
+// change a folder on Windows is its ACL's business, which gpuexec does not
+// judge; the default folder is under each user's own %TEMP%.
+func Dir(dir string, create, private bool) (string, error) {
+	dir = filepath.Clean(dir)
+	if create {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
