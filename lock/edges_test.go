@@ -28,6 +28,7 @@ func TestCheckNameAndPrintable(t *testing.T) {
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8", `a\xffb`},
 		{"bidi override", "a\u202eb", `format character '\u202e'`, `a\u202eb`},
 		{"zero-width space", "a\u200bb", `format character '\u200b'`, `a\u200bb`},
+		{"line separator", "a\u2028b", `separator '\u2028'`, `a\u2028b`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckName(tt.in)

@@ -190,6 +190,8 @@ func CheckName(s string) error {
 			return fmt.Errorf("holds the control character %s", strconv.QuoteRuneToASCII(r))
 		case unicode.Is(unicode.Cf, r):
 			return fmt.Errorf("holds the format character %s", strconv.QuoteRuneToASCII(r))
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return fmt.Errorf("holds the line or paragraph separator %s", strconv.QuoteRuneToASCII(r))
 		}
 	}
 	return nil
