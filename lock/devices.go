@@ -163,7 +163,7 @@ func attemptDevices(ctx context.Context, o Options, devices []Device, need int, 
 			return nil, nil, err
 		}
 		if before > 0 {
-			o.Logger.Warn(fmt.Sprintf("took free GPUs ahead of %d waiter(s) that left them untaken for %s (stopped?); they keep their places", before, HeadGrace), "path", o.Path)
+			o.Logger.Warn(fmt.Sprintf("took free GPUs ahead of %d waiter(s) that left them untaken for %s (stopped?); they keep their places", before, headGrace), "path", o.Path)
 		}
 		pl.leave()
 		return set, nil, nil

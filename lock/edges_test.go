@@ -19,8 +19,8 @@ func TestCheckNameAndPrintable(t *testing.T) {
 	}{
 		{"plain", "channels", "", "channels"},
 		{"unicode", "ünï-コード", "", "ünï-コード"},
-		{"at the limit", strings.Repeat("a", MaxNameLen), "", strings.Repeat("a", MaxNameLen)},
-		{"too long", strings.Repeat("a", MaxNameLen+1), "at most 256", strings.Repeat("a", MaxNameLen+1)},
+		{"at the limit", strings.Repeat("a", maxNameLen), "", strings.Repeat("a", maxNameLen)},
+		{"too long", strings.Repeat("a", maxNameLen+1), "at most 256", strings.Repeat("a", maxNameLen+1)},
 		{"newline", "a\nb", `control character '\n'`, `a\nb`},
 		{"escape sequence", "a\x1b[2Jb", `'\x1b'`, `a\x1b[2Jb`},
 		{"DEL", "a\x7f", `'\x7f'`, `a\x7f`},
@@ -42,7 +42,7 @@ func TestCheckNameAndPrintable(t *testing.T) {
 				t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.printable)
 			}
 			safe := SafeName(tt.in)
-			if CheckName(safe) != nil || len(safe) > MaxNameLen {
+			if CheckName(safe) != nil || len(safe) > maxNameLen {
 				t.Errorf("SafeName(%q) = %q, which CheckName refuses", tt.in, safe)
 			}
 		})
@@ -123,7 +123,7 @@ func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
 	}
 }
 
-// A holder notices within SelfCheck that its lock file was removed (a
+// A holder notices within selfCheck that its lock file was removed (a
 // forced clear), not at its next heartbeat.
 func TestHolderNoticesRemovalAtOnce(t *testing.T) {
 	o := testOptions(t) // heartbeat: an hour
@@ -199,7 +199,7 @@ func TestAheadCountsRivalsOnly(t *testing.T) {
 }
 
 // A waiter behind the head passes heads that left a lock free for
-// HeadGrace each.
+// headGrace each.
 func TestPassHeads(t *testing.T) {
 	dir := t.TempDir()
 	free := filepath.Join(dir, "free.lock")
@@ -214,12 +214,12 @@ func TestPassHeads(t *testing.T) {
 		at    time.Duration
 		want  bool
 	}{
-		{2, []string{free}, HeadGrace - time.Millisecond, false},
-		{2, []string{free}, HeadGrace, true},
-		{3, []string{free}, HeadGrace, false},
-		{3, []string{free}, 2 * HeadGrace, true},
+		{2, []string{free}, headGrace - time.Millisecond, false},
+		{2, []string{free}, headGrace, true},
+		{3, []string{free}, headGrace, false},
+		{3, []string{free}, 2 * headGrace, true},
 		{2, []string{held}, time.Hour, false},
-		{2, []string{held, free}, HeadGrace, true},
+		{2, []string{held, free}, headGrace, true},
 	} {
 		pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), tt.locks), pos: tt.pos}
 		if pl.passHeads(t0) {

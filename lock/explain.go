@@ -21,10 +21,10 @@ type FolderError struct {
 	Err    error
 }
 
-// ShareHint is how several users share a lock: a folder that their group
+// shareHint is how several users share a lock: a folder that their group
 // may write (setgid, so that every file in it belongs to the group), in
 // which gpuexec makes every file group-writable.
-const ShareHint = "to share a GPU among users, use a folder that all of them can write: " +
+const shareHint = "to share a GPU among users, use a folder that all of them can write: " +
 	"sudo groupadd -f gpu && sudo install -d -m 2775 -g gpu /var/lib/gpuexec, add the users to group gpu, " +
 	"and give them all --lock /var/lib/gpuexec/gpu.lock (or GPUEXEC_LOCK)"
 
@@ -36,13 +36,13 @@ func (e *FolderError) Error() string {
 	var se *safepath.Error
 	if errors.As(e.Err, &se) {
 		// It says who controls what, already.
-		return fmt.Sprintf("lock: %s: %v; %s", what, e.Err, ShareHint)
+		return fmt.Sprintf("lock: %s: %v; %s", what, e.Err, shareHint)
 	}
 	desc := describeFolder(e.Dir)
 	if desc != "" {
 		desc = " (" + desc + ")"
 	}
-	return fmt.Sprintf("lock: %s%s: %v; %s", what, desc, e.Err, ShareHint)
+	return fmt.Sprintf("lock: %s%s: %v; %s", what, desc, e.Err, shareHint)
 }
 
 func (e *FolderError) Unwrap() error { return e.Err }

@@ -22,7 +22,7 @@
 //     with this protocol's names, in that folder, are ever removed;
 //   - waiters that compete for a same lock are served in arrival order
 //     (see TicketSuffix), but for a head of the queue that leaves a free
-//     lock untaken for HeadGrace, and wake within milliseconds of a
+//     lock untaken for headGrace, and wake within milliseconds of a
 //     release where the folder can be watched.
 //
 // Against the seed's Node tool, exclusion rests on the lock file's
@@ -238,7 +238,7 @@ type place struct {
 	tk     *ticket
 	pos    int // 1 for the head; 0 when not queued
 	// pass is how many live waiters ahead this try may pass: those
-	// that left the lock free for longer than HeadGrace each (see
+	// that left the lock free for longer than headGrace each (see
 	// waitForChange).
 	pass int
 	// freeSince is when this waiter, behind the head, first found a
@@ -347,14 +347,14 @@ func firstHeld(seen []*Status) *Status {
 // non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
 const LivenessProbe = 100 * time.Millisecond
 
-// HeadGrace is how long the head of the queue may leave a free lock
+// headGrace is how long the head of the queue may leave a free lock
 // untaken before the waiter behind it takes it instead. A live head takes a
 // released lock within milliseconds; one that does not is stopped (Ctrl+Z,
 // SIGSTOP, a debugger) or starved, and must not keep the GPU idle while
 // others wait. It keeps its ticket, and with it its place at the front
 // once it runs again. Each further waiter behind passes one more such head
-// after one more HeadGrace, so that live waiters keep their order.
-const HeadGrace = 2 * time.Second
+// after one more headGrace, so that live waiters keep their order.
+const headGrace = 2 * time.Second
 
 // waitForChange blocks until something may have changed for the waiter at
 // pl: for the head of the queue, a release seen in the folder or a holder
@@ -362,7 +362,7 @@ const HeadGrace = 2 * time.Second
 // ticket just ahead of its own leaving the queue (found by the folder's
 // events, or by the probe where its waiter died), none live left ahead (it
 // is the head now), or a lock it waits for left free by the waiters ahead
-// for long enough to pass them (see HeadGrace); for any, a lock turning
+// for long enough to pass them (see headGrace); for any, a lock turning
 // stale or the poll timer. Releases do not wake a waiter behind the head:
 // the head takes the lock, and waking the others would only cost them CPU
 // at every handoff. It returns false when ctx ends.
@@ -440,7 +440,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 
 // passHeads is the probe of a waiter behind the head: it notes whether a
 // lock it waits for is free, and reports whether the waiters ahead have
-// left it free long enough (HeadGrace for each) to be passed, setting
+// left it free long enough (headGrace for each) to be passed, setting
 // pl.pass for the next try.
 func (pl *place) passHeads(now time.Time) bool {
 	free := false
@@ -458,7 +458,7 @@ func (pl *place) passHeads(now time.Time) bool {
 		pl.freeSince = now
 	}
 	k := max(pl.pos-1, 1)
-	if now.Sub(pl.freeSince) < time.Duration(k)*HeadGrace {
+	if now.Sub(pl.freeSince) < time.Duration(k)*headGrace {
 		return false
 	}
 	pl.pass = k
@@ -692,7 +692,7 @@ func attempt(ctx context.Context, o Options, pl *place) (*Held, *Status, error) 
 			return nil, nil, err
 		}
 		if before > 0 {
-			o.Logger.Warn(fmt.Sprintf("took the free GPU lock ahead of %d waiter(s) that left it untaken for %s (stopped?); they keep their places", before, HeadGrace), "path", o.Path)
+			o.Logger.Warn(fmt.Sprintf("took the free GPU lock ahead of %d waiter(s) that left it untaken for %s (stopped?); they keep their places", before, headGrace), "path", o.Path)
 		}
 		pl.leave()
 		return h, nil, nil
@@ -848,7 +848,7 @@ const clearGuardWait = 10 * time.Second
 // A free lock is not an error, and nothing is created to find it free. A
 // live holder's lock is left in place and ErrHeld returned, unless force is
 // set. A forced clear never puts two jobs on the GPU: a gpuexec holder
-// notices within SelfCheck that its record is gone and stops its job, and until
+// notices within selfCheck that its record is gone and stops its job, and until
 // that job is gone its liveness file keeps the lock held for everyone else
 // (see sweep); the seed's Node tool notices at its next heartbeat. Like
 // every removal here it renames the lock aside and re-reads it first, so a
@@ -933,13 +933,13 @@ func newHeld(o Options, info *Info, live *liveLock) *Held {
 	return h
 }
 
-// SelfCheck is how often a holder looks whether its lock file is still the
+// selfCheck is how often a holder looks whether its lock file is still the
 // file it wrote (one lstat): a forced clear, or the seed's tool clearing it
 // by its mtime, is noticed within a second, not a heartbeat later.
 // (Watching the folder would notice at once, but closing an inotify
 // instance waits for the kernel's SRCU grace period, 10-20 ms here, at
 // every release.)
-const SelfCheck = time.Second
+const selfCheck = time.Second
 
 // Path is the lock file's absolute path.
 func (h *Held) Path() string { return h.o.Path }
@@ -969,7 +969,7 @@ func (h *Held) heartbeat() {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
 	defer t.Stop()
-	self := time.NewTicker(SelfCheck)
+	self := time.NewTicker(selfCheck)
 	defer self.Stop()
 	for {
 		check := h.touch

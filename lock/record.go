@@ -143,13 +143,13 @@ func (i *Info) encode() []byte {
 	return b
 }
 
-// TokenLen is the length of a token: 16 lowercase hex digits.
-const TokenLen = 16
+// tokenLen is the length of a token: 16 lowercase hex digits.
+const tokenLen = 16
 
 // validToken reports whether t is a token as the seed writes them: 16
 // lowercase hex digits, and so a safe part of a file name.
 func validToken(t string) bool {
-	if len(t) != TokenLen {
+	if len(t) != tokenLen {
 		return false
 	}
 	for i := 0; i < len(t); i++ {
@@ -168,18 +168,18 @@ func newToken() string {
 	return fmt.Sprintf("%016x", rand.Uint64())
 }
 
-// MaxNameLen bounds an owner or slug, in bytes: a record stays far below
+// maxNameLen bounds an owner or slug, in bytes: a record stays far below
 // what a reader takes for a lock file (see maxPartialRecord).
-const MaxNameLen = 256
+const maxNameLen = 256
 
 // CheckName says what is wrong with an owner or slug as a name to record:
-// longer than MaxNameLen bytes, not UTF-8, or holding a control character
+// longer than maxNameLen bytes, not UTF-8, or holding a control character
 // (a newline, an escape sequence) or a format character (a right-to-left
 // override), which would garble or disguise every status line and log that
 // shows it. nil when it may be recorded.
 func CheckName(s string) error {
-	if len(s) > MaxNameLen {
-		return fmt.Errorf("is %d bytes long; at most %d", len(s), MaxNameLen)
+	if len(s) > maxNameLen {
+		return fmt.Errorf("is %d bytes long; at most %d", len(s), maxNameLen)
 	}
 	if !utf8.ValidString(s) {
 		return errors.New("is not valid UTF-8")
@@ -199,13 +199,13 @@ func CheckName(s string) error {
 
 // SafeName makes s fit to record as an owner or slug when it was not given
 // by the user but found (the login name, a command's base name): control
-// characters are escaped (see printable) and it is cut to MaxNameLen bytes.
+// characters are escaped (see printable) and it is cut to maxNameLen bytes.
 func SafeName(s string) string {
 	s = printable(s)
-	if len(s) <= MaxNameLen {
+	if len(s) <= maxNameLen {
 		return s
 	}
-	s = s[:MaxNameLen]
+	s = s[:maxNameLen]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
