@@ -35,12 +35,6 @@ const (
 	groupGPU     = 4240
 )
 
-var (
-	sharedOnce sync.Once
-	sharedBin  string // gpuexec where any user can run it
-	sharedErr  error
-)
-
 // asUser makes cmd (a gpuexec command) run as uid in group gpu, from a
 // copy of gpuexec every user can run. It skips the test unless this
 // process may switch users (root).
@@ -49,24 +43,9 @@ func asUser(t *testing.T, cmd *exec.Cmd, uid int) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run gpuexec as two other users (CI runs as root)")
 	}
-	sharedOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuexec-users-")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			sharedErr = err
-			return
-		}
-		sharedBin = filepath.Join(dir, "gpuexec")
-		sharedErr = copyFile(gpuexecBin, sharedBin, 0o755)
-	})
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
 	if filepath.Base(cmd.Path) == filepath.Base(gpuexecBin) {
-		cmd.Path = sharedBin
-		cmd.Args[0] = sharedBin
+		cmd.Path = sharedGpuexec(t)
+		cmd.Args[0] = cmd.Path
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
 		Uid: uint32(uid), Gid: groupGPU, Groups: []uint32{groupGPU},
@@ -91,12 +70,12 @@ func gxAs(t *testing.T, uid int, mask string, env []string, args ...string) *exe
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run gpuexec as two other users (CI runs as root)")
 	}
-	asUser(t, exec.Command(gpuexecBin), uid) // makes sharedBin
+	bin := sharedGpuexec(t)
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
-	cmd := exec.Command("/bin/sh", "-c", "umask "+mask+"; exec "+sharedBin+" "+strings.Join(quoted, " "))
+	cmd := exec.Command("/bin/sh", "-c", "umask "+mask+"; exec "+bin+" "+strings.Join(quoted, " "))
 	cmd.Env = append(baseEnv(), env...)
 	asUser(t, cmd, uid)
 	return cmd

@@ -102,10 +102,32 @@ func snapshot(path string) string {
 }
 
 var (
-	unprivOnce sync.Once
-	unprivBin  string // gpuexec where an unprivileged user can run it
-	unprivErr  error
+	sharedOnce sync.Once
+	sharedBin  string // gpuexec where any user can run it
+	sharedErr  error
 )
+
+// sharedGpuexec is a copy of gpuexec that any user can run (the test's
+// own build folder is root's alone).
+func sharedGpuexec(t *testing.T) string {
+	t.Helper()
+	sharedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuexec-users-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		sharedBin = filepath.Join(dir, "gpuexec")
+		sharedErr = copyFile(gpuexecBin, sharedBin, 0o755)
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedBin
+}
 
 // asUnprivileged makes cmd run as nobody (65534) when this test runs as
 // root, from a copy of gpuexec that nobody can reach; otherwise it is left
@@ -115,24 +137,8 @@ func asUnprivileged(t *testing.T, cmd *exec.Cmd) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	unprivOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuexec-hostile-")
-		if err != nil {
-			unprivErr = err
-			return
-		}
-		if err = os.Chmod(dir, 0o755); err != nil {
-			unprivErr = err
-			return
-		}
-		unprivBin = filepath.Join(dir, "gpuexec")
-		unprivErr = copyFile(gpuexecBin, unprivBin, 0o755)
-	})
-	if unprivErr != nil {
-		t.Fatal(unprivErr)
-	}
-	cmd.Path = unprivBin
-	cmd.Args[0] = unprivBin
+	cmd.Path = sharedGpuexec(t)
+	cmd.Args[0] = cmd.Path
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 }
 
