@@ -651,7 +651,15 @@ func TestGPUCountIsBounded(t *testing.T) {
 // queues as anyone.
 func TestNestedGpuexecRunsAtOnce(t *testing.T) {
 	t.Parallel()
-	_, lock := lockIn(t)
+	dir, lock := lockIn(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The same folder by another way: the holder's path is resolved.
+	linked := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, linked); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		env   []string
@@ -660,6 +668,7 @@ func TestNestedGpuexecRunsAtOnce(t *testing.T) {
 	}{
 		{"GPUEXEC_LOCK set by the user", []string{"GPUEXEC_LOCK=" + lock}, nil, ""},
 		{"--lock at both levels", nil, []string{"--lock", lock}, "--lock " + lock},
+		{"--lock through a link", []string{"GPUEXEC_LOCK=" + filepath.Join(linked, "gpu.lock")}, nil, ""},
 	} {
 		script := fmt.Sprintf(`%s %s --wait 3s -- sh -c 'echo inner ran'`, gpuexecBin, tc.inner)
 		r := gx(t, tc.env, append(tc.outer, "--wait", "10s", "--", "sh", "-c", script)...)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -31,7 +32,7 @@ func nested(cfg Config) (holding, string, bool) {
 		}
 		return ""
 	}
-	if get(EnvLockHeld) != "1" || get(EnvLockPath) != cfg.Lock.Path {
+	if get(EnvLockHeld) != "1" || !sameLock(get(EnvLockPath), cfg.Lock.Path) {
 		return nil, "", false
 	}
 	tokens := strings.Split(get(EnvLockToken), ",")
@@ -71,6 +72,22 @@ func nested(cfg Config) (holding, string, bool) {
 		who = append(who, w)
 	}
 	return inheritedLock{}, strings.Join(slices.Compact(who), ", "), true
+}
+
+// sameLock reports whether two lock paths name the same lock: the same
+// string, or the same name in the same folder however the folder was
+// reached (the parent's path is resolved, one given by hand may go
+// through a link). URLs are compared as they are.
+func sameLock(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if a == "" || lock.IsRemote(a) || lock.IsRemote(b) || filepath.Base(a) != filepath.Base(b) {
+		return false
+	}
+	da, err1 := os.Stat(filepath.Dir(a))
+	db, err2 := os.Stat(filepath.Dir(b))
+	return err1 == nil && err2 == nil && os.SameFile(da, db)
 }
 
 // descendsFrom reports whether pid is an ancestor of this process.
