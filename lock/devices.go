@@ -102,10 +102,7 @@ func AcquireDevices(ctx context.Context, o Options, devices []Device, need int) 
 	if devices, err = checkDevices(o, devices, need); err != nil {
 		return nil, err
 	}
-	locks := make([]string, len(devices))
-	for i, d := range devices {
-		locks[i] = d.Path
-	}
+	locks := lockPaths(devices)
 	var set *DeviceSet
 	err = queueFor(ctx, o, locks, func(ctx context.Context, pl *place) (bool, []*Status, error) {
 		got, seen, err := attemptDevices(ctx, o, devices, need, pl)
@@ -232,6 +229,15 @@ func createDevices(o Options, devices []Device, idx []int) (*DeviceSet, error) {
 	return set, nil
 }
 
+// lockPaths are the devices' lock files.
+func lockPaths(devices []Device) []string {
+	paths := make([]string, len(devices))
+	for i, d := range devices {
+		paths[i] = d.Path
+	}
+	return paths
+}
+
 // Devices are the devices held, in the order they were listed.
 func (s *DeviceSet) Devices() []Device { return append([]Device(nil), s.devices...) }
 
@@ -309,11 +315,7 @@ func InspectDevices(base string, devices []Device, stale time.Duration) ([]*Stat
 	if err != nil {
 		return nil, err
 	}
-	paths := make([]string, len(devices))
-	for i, d := range devices {
-		paths[i] = d.Path
-	}
-	if queue, err = readQueue(abs, paths); err != nil {
+	if queue, err = readQueue(abs, lockPaths(devices)); err != nil {
 		return nil, err
 	}
 	for _, st := range out {
@@ -338,11 +340,7 @@ func TryAcquireDevices(o Options, devices []Device, need int) (*DeviceSet, bool,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
-	locks := make([]string, len(devices))
-	for i, d := range devices {
-		locks[i] = d.Path
-	}
-	set, _, err := attemptDevices(ctx, o, devices, need, &place{q: newQueue(o.Path, locks)})
+	set, _, err := attemptDevices(ctx, o, devices, need, &place{q: newQueue(o.Path, lockPaths(devices))})
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = errGuardStuck(o.Path)
 	}

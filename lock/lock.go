@@ -167,8 +167,12 @@ func resolve(path string) (string, error) {
 
 // makeFolder creates the lock's folder dir (resolved, see resolve) and
 // the folders above it that are missing, each only where no other user
-// could move it away, as the umask has it.
+// could move it away, as the umask has it. A folder that is there was
+// checked when the path was resolved, and nobody else can change it.
 func makeFolder(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
 	if _, err := safepath.Dir(dir, true, false); err != nil {
 		var se *safepath.Error
 		if errors.As(err, &se) {
@@ -962,9 +966,9 @@ func (h *Held) markLost(why error) {
 }
 
 // heartbeat touches the lock every Options.Heartbeat, and checks that it
-// is still ours the moment the lock file is removed or renamed away (it
-// watches the folder, as waiters do): a forced clear, or the seed's tool
-// clearing it by its mtime, is noticed at once, not a heartbeat later.
+// is still ours within selfCheck of the lock file being removed or
+// replaced: a forced clear, or the seed's tool clearing it by its mtime, is
+// noticed within a second, not a heartbeat later.
 func (h *Held) heartbeat() {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
