@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // Etcd is the backend of etcd:// locks (see ParseEtcdURL). By default it
@@ -655,10 +657,10 @@ func (s *server) hold(h Locker, reqs <-chan agentRequest, log hclog.Logger) int 
 			if !ok {
 				// The user is gone without releasing: keep the lock
 				// while its job runs, as a lock file would.
-				if pgid > 0 && groupAlive(pgid) {
+				if pgid > 0 && proc.GroupAlive(pgid) {
 					log.Warn("the process holding the GPU lock is gone; keeping the lock until its job's process group ends", "pgid", pgid)
 					t := time.NewTicker(groupPoll)
-					for groupAlive(pgid) && !isClosed(h.Lost()) {
+					for proc.GroupAlive(pgid) && !isClosed(h.Lost()) {
 						<-t.C
 					}
 					t.Stop()

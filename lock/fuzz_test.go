@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // class is what readStatus makes of a file's content.
@@ -135,7 +137,7 @@ func FuzzJudge(f *testing.F) {
 		st := &Status{Content: content, ModTime: now.Add(-age)}
 		st.Info, _ = parseRecord(content)
 		if st.Info != nil && otherHost {
-			st.Info.Host = "another-host-" + hostName()
+			st.Info.Host = "another-host-" + proc.HostName()
 		}
 		judge(st, now, staleAfter, p)
 

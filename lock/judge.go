@@ -2,9 +2,9 @@ package lock
 
 import (
 	"fmt"
-	"os"
-	"sync"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // WriteGrace is how long a lock file with empty or unparseable content counts
@@ -98,20 +98,16 @@ type prober interface {
 // osProber asks the OS about the lock at lockPath.
 type osProber struct{ lockPath string }
 
-func (osProber) alive(pid int) bool              { return processAlive(pid) }
-func (osProber) startTime(pid int) (int64, bool) { return processStart(pid) }
-func (osProber) groupAlive(pgid int) bool        { return groupAlive(pgid) }
+func (osProber) alive(pid int) bool              { return proc.Alive(pid) }
+func (osProber) startTime(pid int) (int64, bool) { return proc.Start(pid) }
+func (osProber) groupAlive(pgid int) bool        { return proc.GroupAlive(pgid) }
 func (p osProber) liveHeld(token string) (held, known bool, group int) {
 	return probeLive(p.lockPath, token)
 }
 
 func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }
 func fmtStamp(t time.Time) string   { return t.Local().Format("2006-01-02 15:04:05") }
-func sameHost(h string) bool        { return h == "" || h == hostName() }
-
-// SameHost reports whether a record's host (empty: the seed's, which
-// records none) is this host, as judging takes it.
-func SameHost(h string) bool { return sameHost(h) }
+func sameHost(h string) bool        { return proc.SameHost(h) }
 
 func withinTolerance(a, b int64) bool {
 	d := a - b
@@ -119,23 +115,6 @@ func withinTolerance(a, b int64) bool {
 		d = -d
 	}
 	return d <= startTolerance.Milliseconds()
-}
-
-var (
-	hostOnce sync.Once
-	hostVal  string
-)
-
-// hostName is this host's name as recorded in lock files.
-func hostName() string {
-	hostOnce.Do(func() {
-		h, err := os.Hostname()
-		if err != nil {
-			h = ""
-		}
-		hostVal = h
-	})
-	return hostVal
 }
 
 // judge decides whether the lock described by s (content and mtime already

@@ -43,6 +43,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
@@ -294,7 +295,7 @@ func queueFor(ctx context.Context, o Options, locks []string, try tryFunc) error
 	defer wk.close()
 	// What the record says of this process is the same at every try:
 	// work it out while waiting, not when the lock is handed over.
-	hostName()
+	proc.HostName()
 	selfStartOnce.Do(findSelfStart)
 
 	pl.queued = true
@@ -558,7 +559,7 @@ func holderGone(st *Status) bool {
 	if held, known, _ := probeLive(st.Path, st.Info.Token); known {
 		return !held
 	}
-	return !processAlive(st.Info.PID)
+	return !proc.Alive(st.Info.PID)
 }
 
 // waitingLine is the line a waiter logs:
@@ -804,7 +805,7 @@ var (
 	selfStart     int64
 )
 
-func findSelfStart() { selfStart, _ = processStart(os.Getpid()) }
+func findSelfStart() { selfStart, _ = proc.Start(os.Getpid()) }
 
 func newInfo(o Options) *Info {
 	selfStartOnce.Do(findSelfStart)
@@ -814,7 +815,7 @@ func newInfo(o Options) *Info {
 		Owner:      o.Owner,
 		Slug:       o.Slug,
 		Token:      newToken(),
-		Host:       hostName(),
+		Host:       proc.HostName(),
 		PIDStart:   selfStart,
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // testOptions are fast options on a lock in a fresh temp dir.
@@ -42,7 +44,7 @@ func deadPID(t *testing.T) int {
 		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}
-		if pid := cmd.Process.Pid; !processAlive(pid) {
+		if pid := cmd.Process.Pid; !proc.Alive(pid) {
 			return pid
 		}
 	}

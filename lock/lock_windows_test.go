@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // openElsewhere opens path for reading as another process would, sharing
@@ -183,14 +185,14 @@ func TestDefaultPathIsUnderTEMP(t *testing.T) {
 // Liveness is OpenProcess / GetExitCodeProcess (STILL_ACTIVE) and a wait;
 // start times are GetProcessTimes' creation time.
 func TestProcessLivenessAndStart(t *testing.T) {
-	if !processAlive(os.Getpid()) {
+	if !proc.Alive(os.Getpid()) {
 		t.Error("this process judged dead")
 	}
-	if ms, ok := processStart(os.Getpid()); !ok || ms <= 0 || ms > time.Now().UnixMilli() {
-		t.Errorf("processStart(self) = %d, %v", ms, ok)
+	if ms, ok := proc.Start(os.Getpid()); !ok || ms <= 0 || ms > time.Now().UnixMilli() {
+		t.Errorf("proc.Start(self) = %d, %v", ms, ok)
 	}
 	for _, pid := range []int{0, -1, deadPID(t)} {
-		if processAlive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("pid %d judged alive", pid)
 		}
 	}
@@ -208,12 +210,12 @@ func TestProcessLivenessAndStart(t *testing.T) {
 	}
 	r.Close()
 	defer func() { w.Close(); run.Wait() }()
-	if !processAlive(run.Process.Pid) {
+	if !proc.Alive(run.Process.Pid) {
 		t.Error("a running child judged dead")
 	}
-	ms, ok := processStart(run.Process.Pid)
+	ms, ok := proc.Start(run.Process.Pid)
 	if !ok || !withinTolerance(ms, before.UnixMilli()) {
-		t.Errorf("processStart(child) = %d, %v; started at %d", ms, ok, before.UnixMilli())
+		t.Errorf("proc.Start(child) = %d, %v; started at %d", ms, ok, before.UnixMilli())
 	}
 
 	// Exited children whose process object lives on (their handle is
@@ -226,7 +228,7 @@ func TestProcessLivenessAndStart(t *testing.T) {
 		c.Process.WithHandle(func(h uintptr) {
 			windows.WaitForSingleObject(windows.Handle(h), windows.INFINITE)
 		})
-		if processAlive(c.Process.Pid) {
+		if proc.Alive(c.Process.Pid) {
 			t.Errorf("a child that exited with %s, its handle still open, judged alive", code)
 		}
 		c.Wait()

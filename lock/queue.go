@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // TicketSuffix names a waiter's ticket beside the lock:
@@ -241,7 +243,7 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 	}
 	if err == nil {
 		b, _ := json.Marshal(ticketRecord{
-			PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: hostName(),
+			PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),
 			Since: time.Now().UTC().Format(isoMillis), Locks: q.names,
 		})
 		_, err = f.Write(b)

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // maxRecordSize bounds how much of a lock file is read. A real record is a
@@ -62,7 +64,7 @@ func (i *Info) Holder() string {
 		slug = "?"
 	}
 	s := fmt.Sprintf("%s/%s (pid %d", owner, slug, i.PID)
-	if i.Host != "" && i.Host != hostName() {
+	if i.Host != "" && i.Host != proc.HostName() {
 		s += " on " + printable(i.Host)
 	}
 	return s + ")"

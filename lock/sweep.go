@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // Prefixes of what a process killed mid-step leaves beside a lock: a lock
@@ -59,7 +61,7 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 			}
 		case !remove:
 		default:
-			if pid, ok := leftoverPID(rest); ok && !processAlive(pid) && e.Type().IsRegular() {
+			if pid, ok := leftoverPID(rest); ok && !proc.Alive(pid) && e.Type().IsRegular() {
 				os.Remove(path)
 			}
 		}

@@ -3,13 +3,13 @@
 package supervisor
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // configure puts the child in a process group of its own and has the kernel
@@ -64,7 +64,7 @@ func childrenBefore(sole bool) map[int]bool {
 		return nil // ECHILD: none
 	}
 	others := map[int]bool{}
-	tree, _ := processTree()
+	tree, _ := proc.Tree()
 	for _, pid := range tree[os.Getpid()] {
 		others[pid] = true
 	}
@@ -96,7 +96,7 @@ func (g *group) strays() []stray {
 	if !g.sole {
 		return nil
 	}
-	tree, pgrp := processTree()
+	tree, pgrp := proc.Tree()
 	var out []stray
 	job := map[int]bool{} // every process of the job
 	next := []int{os.Getpid()}
@@ -129,54 +129,4 @@ func (g *group) strays() []stray {
 		out[i].ownGroup = !outsiders[out[i].pgid]
 	}
 	return out
-}
-
-// processTree reads every process's parent and process group from /proc:
-// children by parent, and the group of each.
-func processTree() (children map[int][]int, pgrp map[int]int) {
-	children, pgrp = map[int][]int{}, map[int]int{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return children, pgrp
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, pg, ok := parentAndGroup(e.Name())
-		if !ok {
-			continue
-		}
-		children[ppid] = append(children[ppid], pid)
-		pgrp[pid] = pg
-	}
-	return children, pgrp
-}
-
-// parentOf is pid's parent, from /proc.
-func parentOf(pid int) (int, bool) {
-	ppid, _, ok := parentAndGroup(strconv.Itoa(pid))
-	return ppid, ok
-}
-
-// parentAndGroup reads a process's parent and process group from
-// /proc/PID/stat ("pid (comm) state ppid pgrp ...", comm may hold spaces
-// and parentheses).
-func parentAndGroup(pid string) (ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	ppid, err1 := strconv.Atoi(string(f[1]))
-	pgrp, err2 := strconv.Atoi(string(f[2]))
-	return ppid, pgrp, err1 == nil && err2 == nil
 }

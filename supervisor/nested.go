@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -39,7 +40,7 @@ func nested(cfg Config) (holding, string, bool) {
 	heldBy := func(o lock.Options, token string) (string, bool) {
 		st, err := lock.BackendFor(o.Path).Inspect(o)
 		if err != nil || st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token ||
-			!lock.SameHost(st.Info.Host) || !descendsFrom(st.Info.PID) {
+			!proc.SameHost(st.Info.Host) || !descendsFrom(st.Info.PID) {
 			return "", false
 		}
 		return st.Holder(), true
@@ -98,7 +99,7 @@ func descendsFrom(pid int) bool {
 	seen := map[int]bool{}
 	for p := os.Getpid(); p > 1 && !seen[p]; {
 		seen[p] = true
-		up, ok := parentOf(p)
+		up, ok := proc.Parent(p)
 		if !ok {
 			return false
 		}

@@ -1,6 +1,6 @@
 //go:build windows
 
-package lock
+package proc
 
 import (
 	"errors"
@@ -11,14 +11,14 @@ import (
 // stillActive is GetExitCodeProcess's STILL_ACTIVE (259).
 const stillActive = 259
 
-// processAlive reports whether pid names a running process. A pid that
+// Alive reports whether pid names a running process. A pid that
 // OpenProcess does not know (ERROR_INVALID_PARAMETER) is gone; one it may
 // not open (access denied: another user's, a protected process) is alive,
 // as EPERM is on Unix. An opened process is alive until it has an exit
 // code; a process object that outlives its process (someone still holds a
 // handle to it) is not alive. A process that exited with code 259 itself is
 // told apart by waiting on it, where the handle allows that.
-func processAlive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -48,6 +48,6 @@ func processAlive(pid int) bool {
 	return true
 }
 
-// groupAlive is always false on Windows: the job runs in a Job Object that
+// GroupAlive is always false on Windows: the job runs in a Job Object that
 // is killed with gpuexec, so no part of it outlives the holder.
-func groupAlive(int) bool { return false }
+func GroupAlive(int) bool { return false }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package lock
+package proc
 
 import (
 	"bytes"
@@ -9,11 +9,11 @@ import (
 	"sync"
 )
 
-// groupAlive reports whether process group pgid still has a live member.
+// GroupAlive reports whether process group pgid still has a live member.
 // kill(-pgid, 0) also succeeds for zombies, which hold no GPU memory and
 // may never be reaped (a parent that does not wait, an init that does not
 // reap), so when it succeeds /proc is searched for a member that is not one.
-func groupAlive(pgid int) bool {
+func GroupAlive(pgid int) bool {
 	if !groupSignalable(pgid) {
 		return false
 	}
@@ -25,22 +25,64 @@ func groupAlive(pgid int) bool {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		state, pgrp, ok := procStat(e.Name())
-		if ok && pgrp == pgid && state != 'Z' && state != 'X' {
+		st, ok := readStat(e.Name())
+		if ok && st.PGRP == pgid && st.State != 'Z' && st.State != 'X' {
 			return true
 		}
 	}
 	return false
 }
 
-// procStat reads a process's state and process group from /proc/PID/stat.
-func procStat(pid string) (state byte, pgrp int, ok bool) {
+// Stat is what /proc/PID/stat says of a process.
+type Stat struct {
+	// State is the one-letter state: R running, S sleeping, T stopped,
+	// Z zombie, ...
+	State byte
+	// PPID is the parent's pid, PGRP the process group.
+	PPID, PGRP int
+}
+
+// ReadStat reads pid's /proc/PID/stat; ok false when the process is gone
+// or the file cannot be parsed.
+func ReadStat(pid int) (Stat, bool) { return readStat(strconv.Itoa(pid)) }
+
+func readStat(pid string) (Stat, bool) {
 	f, ok := procStatFields(pid)
 	if !ok {
-		return 0, 0, false
+		return Stat{}, false
 	}
-	pgrp, err := strconv.Atoi(string(f[2]))
-	return f[0][0], pgrp, err == nil
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp}, err1 == nil && err2 == nil
+}
+
+// Tree reads every process's parent and process group from /proc: the
+// children of each pid, and the group of each.
+func Tree() (children map[int][]int, pgrp map[int]int) {
+	children, pgrp = map[int][]int{}, map[int]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return children, pgrp
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(e.Name())
+		if !ok {
+			continue
+		}
+		children[st.PPID] = append(children[st.PPID], pid)
+		pgrp[pid] = st.PGRP
+	}
+	return children, pgrp
+}
+
+// Parent is pid's parent; ok false when pid is gone.
+func Parent(pid int) (int, bool) {
+	st, ok := ReadStat(pid)
+	return st.PPID, ok
 }
 
 // procStatFields returns the fields of /proc/PID/stat after the command
@@ -92,12 +134,11 @@ func bootTime() int64 {
 	return bootMs
 }
 
-// processStart returns pid's start time in milliseconds since the Unix
+// Start returns pid's start time in milliseconds since the Unix
 // epoch: boot time plus /proc/PID/stat's starttime (field 22). It is read
 // here rather than through gopsutil, whose process package costs every run
-// of gpuexec its packages' initialisation (measured in README's performance
-// notes); other systems use gopsutil (proc_start_other.go).
-func processStart(pid int) (ms int64, ok bool) {
+// of gpuexec its packages' initialisation; other systems use gopsutil (proc_start_other.go).
+func Start(pid int) (ms int64, ok bool) {
 	f, ok := procStatFields(strconv.Itoa(pid))
 	boot := bootTime()
 	if !ok || boot == 0 {

@@ -1,11 +1,10 @@
 //go:build linux
 
-package lock
+package proc
 
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -22,38 +21,38 @@ func TestGroupAliveIgnoresZombies(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid
-	if !groupAlive(pgid) {
+	if !GroupAlive(pgid) {
 		t.Fatal("running group judged dead")
 	}
 	cmd.Process.Kill()
 	// Not reaped yet: a zombie.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		state, _, ok := procStat(strconv.Itoa(pgid))
-		if ok && state == 'Z' {
+		st, ok := ReadStat(pgid)
+		if ok && st.State == 'Z' {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process did not become a zombie (state %c)", state)
+			t.Fatalf("process did not become a zombie (state %c)", st.State)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	if !groupSignalable(pgid) {
 		t.Fatal("kill(-pgid, 0) should still reach the zombie")
 	}
-	if groupAlive(pgid) {
+	if GroupAlive(pgid) {
 		t.Fatal("a group of zombies judged alive")
 	}
 	cmd.Wait()
-	if groupAlive(pgid) || groupSignalable(pgid) {
+	if GroupAlive(pgid) || groupSignalable(pgid) {
 		t.Fatal("reaped group still alive")
 	}
 }
 
-// processStart agrees with gopsutil's reading of the same process, which
+// Start agrees with gopsutil's reading of the same process, which
 // darwin and Windows builds use.
 func TestProcessStartMatchesGopsutil(t *testing.T) {
-	ms, ok := processStart(os.Getpid())
+	ms, ok := Start(os.Getpid())
 	if !ok {
 		t.Fatal("cannot read our own start time")
 	}
@@ -64,7 +63,20 @@ func TestProcessStartMatchesGopsutil(t *testing.T) {
 	if d := ms - want; d < -1000 || d > 1000 {
 		t.Fatalf("start time %d, gopsutil says %d", ms, want)
 	}
-	if _, ok := processStart(deadPID(t)); ok {
+	if _, ok := Start(deadPID(t)); ok {
 		t.Fatal("start time of a dead process")
 	}
+}
+
+// deadPID is the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if Alive(cmd.Process.Pid) {
+		t.Skip("pid reused at once")
+	}
+	return cmd.Process.Pid
 }

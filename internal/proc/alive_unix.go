@@ -1,6 +1,6 @@
 //go:build unix
 
-package lock
+package proc
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// processAlive reports whether pid exists: kill(pid, 0) succeeds, or fails
+// Alive reports whether pid exists: kill(pid, 0) succeeds, or fails
 // with EPERM (the process exists but belongs to someone else).
-func processAlive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

@@ -1,0 +1,37 @@
+// Package proc answers questions about processes that the lock, the
+// supervisor and the tests all ask: is a process alive, when did it start,
+// does a process group still have a live member, what is a process's parent
+// and group, and what is this machine called. Each answer is read from the
+// OS at the call (nothing is cached but the host name and the boot time);
+// an answer that cannot be read says so (ok false) or errs on the side that
+// keeps a lock held.
+//
+// Per-OS files: alive_unix.go and alive_windows.go (Alive), stat_linux.go
+// (/proc: Stat, Start, Tree, Parent, GroupAlive), group_bsd.go (GroupAlive
+// by kill), start_other.go (Start and Parent through gopsutil).
+package proc
+
+import (
+	"os"
+	"sync"
+)
+
+var (
+	hostOnce sync.Once
+	hostVal  string
+)
+
+// HostName is this machine's name as os.Hostname gives it, read once; ""
+// when it cannot be read.
+func HostName() string {
+	hostOnce.Do(func() {
+		if h, err := os.Hostname(); err == nil {
+			hostVal = h
+		}
+	})
+	return hostVal
+}
+
+// SameHost reports whether h names this machine: it is this machine's name,
+// or empty (a record that names no host is taken to be from here).
+func SameHost(h string) bool { return h == "" || h == HostName() }
