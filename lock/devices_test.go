@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 func TestDevicesBeside(t *testing.T) {
@@ -115,7 +117,7 @@ func TestDevicesContention(t *testing.T) {
 								t.Error(err)
 								return
 							}
-							if ok, _ := tryLockFile(f); !ok {
+							if ok, _ := osfile.TryLock(f); !ok {
 								overlaps.Add(1)
 							}
 							files = append(files, f)

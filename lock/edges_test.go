@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 func TestCheckNameAndPrintable(t *testing.T) {
@@ -168,12 +170,12 @@ func TestAheadCountsRivalsOnly(t *testing.T) {
 	take(gpu("0"), gpu("1"))
 	// A ticket of an older gpuexec names no locks: it competes with all.
 	old := ticketPath(o.Path, 10)
-	f, err := createExcl(old, lockedFile)
+	f, err := osfile.CreateExcl(old, osfile.Locked)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if ok, err := tryLockFile(f); !ok || err != nil {
+	if ok, err := osfile.TryLock(f); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	f.WriteString(`{"pid":1,"owner":"old","slug":"x"}`)

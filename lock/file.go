@@ -12,6 +12,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // GuardSuffix names the sidecar file, beside the lock file, on which gpuexec
@@ -25,7 +27,7 @@ import (
 const GuardSuffix = ".guard"
 
 // Where the guard cannot be waited for in the kernel (Windows; see
-// waitLockFile), the pause between tries starts at guardFirstRetry and
+// osfile.WaitLock), the pause between tries starts at guardFirstRetry and
 // doubles up to guardRetry. The guard is held for a few system calls at a
 // time (tens of microseconds), so the first tries come quickly: a waiter
 // woken by a release meets the releaser still holding it. On Unix a try
@@ -35,24 +37,8 @@ const (
 	guardRetry      = 2 * time.Millisecond
 )
 
-// fileKind says who gets which access to a file gpuexec creates (Unix).
-type fileKind int
-
-const (
-	// sharedFile: the guard and the record. Readable by all; writable by
-	// the owner and, where the folder's group may write the folder, by
-	// the group (see sharedPerm).
-	sharedFile fileKind = iota
-	// lockedFile: a liveness file or a ticket, whose kernel lock says its
-	// holder lives. 0640: the folder's group may probe the lock (a shared
-	// lock needs only reading), others may not open it at all, so that
-	// nobody outside the group can take that lock and make a dead holder
-	// or waiter look alive.
-	lockedFile
-)
-
 // guard is a held kernel lock on the sidecar file. writable says whether
-// this process could open it for writing (see openGuard).
+// this process could open it for writing (see osfile.OpenGuard).
 type guard struct {
 	f        *os.File
 	writable bool
@@ -116,16 +102,16 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 	var wait *time.Timer
 	delay := guardFirstRetry
 	for {
-		f, writable, err := openGuard(gpath)
+		f, writable, err := osfile.OpenGuard(gpath)
 		if err != nil {
 			return nil, err
 		}
-		ok, err := tryLockFile(f)
+		ok, err := osfile.TryLock(f)
 		if err == nil && !ok {
 			// Held: wait for it in the kernel where that is possible.
 			var gaveUp bool
-			if ok, gaveUp, err = waitLockFile(ctx, f); gaveUp {
-				return nil, err // f is waitLockFile's now
+			if ok, gaveUp, err = osfile.WaitLock(ctx, f); gaveUp {
+				return nil, err // f is osfile.WaitLock's now
 			}
 		}
 		if err != nil {
@@ -142,12 +128,12 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 					return &guard{f: f, writable: writable}, nil
 				}
 				// Being suspended: let go, and try again after.
-				unlockFile(f)
+				osfile.Unlock(f)
 				f.Close()
 				awaitResume()
 				continue
 			}
-			unlockFile(f)
+			osfile.Unlock(f)
 		}
 		f.Close()
 		if wait == nil {
@@ -171,7 +157,7 @@ func (g *guard) release() {
 	if g == nil {
 		return
 	}
-	unlockFile(g.f)
+	osfile.Unlock(g.f)
 	g.f.Close()
 	guards.mu.Lock()
 	guards.held--
@@ -182,7 +168,7 @@ func (g *guard) release() {
 // ErrNotRegular is returned (wrapped in a *fs.PathError) when the lock path
 // is something other than a regular file: a folder, a symbolic link, a
 // device. gpuexec never follows, writes through or removes such a path.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = osfile.ErrNotRegular
 
 // ErrNotLock is returned (wrapped in a *fs.PathError) when the file at the
 // lock path is neither a lock record nor a partly written or damaged one:
@@ -225,7 +211,7 @@ func partialRecord(content []byte) bool {
 // readStatus reads the lock file at path (without judging it). A missing
 // file is StateFree.
 func readStatus(path string) (*Status, error) {
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Status{Path: path, State: StateFree}, nil
 	}
@@ -237,7 +223,7 @@ func readStatus(path string) (*Status, error) {
 }
 
 // readStatusFrom reads the lock file open as f (a regular file; see
-// openRegular) found at path.
+// osfile.OpenRegular) found at path.
 func readStatusFrom(f *os.File, path string) (*Status, error) {
 	st := &Status{Path: path}
 	fi, err := f.Stat()
@@ -267,8 +253,8 @@ func readStatusFrom(f *os.File, path string) (*Status, error) {
 // create, the file it created is removed.
 func createRecord(path string, info *Info) error {
 	var f *os.File
-	err := retrySharing(func() (err error) {
-		f, err = createExcl(path, sharedFile)
+	err := osfile.RetrySharing(func() (err error) {
+		f, err = osfile.CreateExcl(path, osfile.Shared)
 		return err
 	})
 	if err != nil {
@@ -306,7 +292,7 @@ var errChanged = errors.New("lock file changed while it was being removed")
 // an error (someone else cleared it first).
 func removeIfSame(path string, judged *Status) error {
 	tomb := fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
-	if err := retrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
+	if err := osfile.RetrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -314,9 +300,9 @@ func removeIfSame(path string, judged *Status) error {
 	}
 	content, err := readAllLimited(tomb)
 	if err == nil && sameLock(judged, content) {
-		return retrySharing(func() error { return os.Remove(tomb) })
+		return osfile.RetrySharing(func() error { return os.Remove(tomb) })
 	}
-	if perr := retrySharing(func() error { return renameNoReplace(tomb, path) }); perr != nil {
+	if perr := osfile.RetrySharing(func() error { return osfile.RenameNoReplace(tomb, path) }); perr != nil {
 		// A process outside the guard (the seed's Node tool) created a
 		// lock while another one was set aside. Ours must not replace
 		// theirs; the one set aside is lost either way.
@@ -329,7 +315,7 @@ func removeIfSame(path string, judged *Status) error {
 // readAllLimited reads at most maxRecordSize+1 bytes of the regular file
 // at path.
 func readAllLimited(path string) ([]byte, error) {
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +331,7 @@ func replaceRecord(path string, info *Info) error {
 	if err := createRecord(tmp, info); err != nil {
 		return err
 	}
-	if err := retrySharing(func() error { return os.Rename(tmp, path) }); err != nil {
+	if err := osfile.RetrySharing(func() error { return os.Rename(tmp, path) }); err != nil {
 		os.Remove(tmp)
 		return err
 	}

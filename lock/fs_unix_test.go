@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // Files gpuexec creates are writable by the folder's group where the group
@@ -69,7 +71,7 @@ func TestOpenRegularRefusesAtOnce(t *testing.T) {
 		for _, write := range []bool{false, true} {
 			done := make(chan error, 1)
 			go func() {
-				f, err := openRegular(p, write)
+				f, err := osfile.OpenRegular(p, write)
 				if err == nil {
 					f.Close()
 				}
@@ -78,16 +80,16 @@ func TestOpenRegularRefusesAtOnce(t *testing.T) {
 			select {
 			case err := <-done:
 				if !errors.Is(err, ErrNotRegular) && !(p == dir && write) {
-					t.Errorf("openRegular(%s, %v) = %v, want ErrNotRegular", filepath.Base(p), write, err)
+					t.Errorf("osfile.OpenRegular(%s, %v) = %v, want ErrNotRegular", filepath.Base(p), write, err)
 				}
 			case <-time.After(10 * time.Second):
-				t.Fatalf("openRegular(%s, %v) blocked", filepath.Base(p), write)
+				t.Fatalf("osfile.OpenRegular(%s, %v) blocked", filepath.Base(p), write)
 			}
 		}
 	}
 	for _, p := range []string{fifo, link} {
-		if _, _, err := openGuard(p); !errors.Is(err, ErrNotRegular) {
-			t.Errorf("openGuard(%s) = %v, want ErrNotRegular", filepath.Base(p), err)
+		if _, _, err := osfile.OpenGuard(p); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("osfile.OpenGuard(%s) = %v, want ErrNotRegular", filepath.Base(p), err)
 		}
 	}
 	// A probe of a liveness "file" that is a FIFO cannot tell, and does
@@ -105,7 +107,7 @@ func TestTouchFileThroughTheOpenFile(t *testing.T) {
 	if err := os.WriteFile(p, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := openRegular(p, false)
+	f, err := osfile.OpenRegular(p, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestTouchFileThroughTheOpenFile(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(p, old, old)
 	when := time.Now().Add(-time.Minute).Truncate(time.Second)
-	if err := touchFile(f, when); err != nil {
+	if err := osfile.Touch(f, when); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(moved); !fi.ModTime().Equal(when) {

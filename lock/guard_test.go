@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // A guard held by someone else is handed over when they let go, and a wait
@@ -63,9 +65,9 @@ func TestGuardWaitsForItsHolder(t *testing.T) {
 			return false
 		}
 		defer f.Close()
-		ok, err := tryLockFile(f)
+		ok, err := osfile.TryLock(f)
 		if ok {
-			unlockFile(f)
+			osfile.Unlock(f)
 		}
 		return ok && err == nil
 	})
@@ -91,7 +93,7 @@ func TestNotedGroupIsReadWhenTheLivenessLockIsFree(t *testing.T) {
 		t.Fatalf("probe of a held liveness lock = %v, %v, %d; want held, known, 0", held, known, group)
 	}
 	// The holder is gone (its kernel lock dropped), its file is left.
-	if err := unlockFile(l.f); err != nil {
+	if err := osfile.Unlock(l.f); err != nil {
 		t.Fatal(err)
 	}
 	if held, known, group := probeLive(path, token); held || !known || group != 4321 {

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // LiveSuffix names a holder's liveness file: "<lock>.live-<token>". The
@@ -28,11 +30,11 @@ type liveLock struct {
 // takeLive creates and exclusively locks the liveness file for token.
 func takeLive(lockPath, token string) (*liveLock, error) {
 	p := livePath(lockPath, token)
-	f, err := createExcl(p, lockedFile)
+	f, err := osfile.CreateExcl(p, osfile.Locked)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := tryLockFile(f)
+	ok, err := osfile.TryLock(f)
 	if err == nil && !ok {
 		err = errors.New("liveness file locked by another process")
 	}
@@ -65,7 +67,7 @@ func (l *liveLock) release() {
 	}
 	// Closed before it is removed: Windows cannot remove an open file.
 	// The record is already gone, so nobody judges this file in between.
-	unlockFile(l.f)
+	osfile.Unlock(l.f)
 	l.f.Close()
 	os.Remove(l.path)
 }
@@ -88,17 +90,17 @@ func probeLive(lockPath, token string) (held, known bool, group int) {
 // probeLiveFile is probeLive for the liveness file at path; group is what
 // its holder noted, held or not.
 func probeLiveFile(path string) (held, known bool, group int) {
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return false, false, 0
 	}
 	defer f.Close()
-	ok, err := tryLockShared(f)
+	ok, err := osfile.TryLockShared(f)
 	if err != nil {
 		return false, false, 0
 	}
 	if ok {
-		defer unlockFile(f)
+		defer osfile.Unlock(f)
 	}
 	var b [maxNote]byte
 	n, _ := f.ReadAt(b[:], 0)
@@ -117,13 +119,13 @@ func removeDeadLive(lockPath, token string) {
 // file whose lock nobody holds. Liveness files are only ever created under
 // fresh random names, so nobody can have re-created it in between.
 func removeDeadLiveFile(path string) {
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return
 	}
-	ok, err := tryLockFile(f)
+	ok, err := osfile.TryLock(f)
 	if err == nil && ok {
-		unlockFile(f)
+		osfile.Unlock(f)
 	}
 	f.Close()
 	if err == nil && ok {

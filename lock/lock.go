@@ -45,6 +45,7 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/internal/safepath"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // Defaults for zero Options fields; the seed's values.
@@ -58,7 +59,7 @@ const (
 // DefaultPath is the lock used when none is named: gpuexec/gpu.lock under
 // the OS's temporary folder.
 func DefaultPath() string {
-	return filepath.Join(tempDir(), "gpuexec", "gpu.lock")
+	return filepath.Join(osfile.TempDir(), "gpuexec", "gpu.lock")
 }
 
 // DefaultOwner is the login user name (see loginName for where it comes
@@ -1065,8 +1066,8 @@ func (h *Held) isOurs(st *Status) error {
 func (h *Held) touch() error {
 	return h.underGuard(func() error {
 		var f *os.File
-		err := retrySharing(func() (err error) {
-			f, err = openToTouch(h.o.Path)
+		err := osfile.RetrySharing(func() (err error) {
+			f, err = osfile.OpenToTouch(h.o.Path)
 			return err
 		})
 		if errors.Is(err, fs.ErrNotExist) {
@@ -1083,7 +1084,7 @@ func (h *Held) touch() error {
 		if err := h.isOurs(st); err != nil {
 			return err
 		}
-		return touchFile(f, time.Now())
+		return osfile.Touch(f, time.Now())
 	})
 }
 

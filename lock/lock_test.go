@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // testOptions are fast options on a lock in a fresh temp dir.
@@ -281,14 +282,14 @@ func TestRenameNoReplaceNeverOverwrites(t *testing.T) {
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	os.WriteFile(a, []byte("a"), 0o644)
 	os.WriteFile(b, []byte("b"), 0o644)
-	if err := renameNoReplace(a, b); !errors.Is(err, os.ErrExist) {
-		t.Fatalf("renameNoReplace over an existing file: %v", err)
+	if err := osfile.RenameNoReplace(a, b); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("osfile.RenameNoReplace over an existing file: %v", err)
 	}
 	if mustRead(t, b) != "b" || mustRead(t, a) != "a" {
 		t.Fatal("files changed")
 	}
 	os.Remove(b)
-	if err := renameNoReplace(a, b); err != nil {
+	if err := osfile.RenameNoReplace(a, b); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(a); !errors.Is(err, os.ErrNotExist) || mustRead(t, b) != "a" {
@@ -507,7 +508,7 @@ func TestManyWaitersOneHolder(t *testing.T) {
 						return err
 					}
 					defer f.Close()
-					ok, err := tryLockFile(f)
+					ok, err := osfile.TryLock(f)
 					if err != nil {
 						return err
 					}
@@ -517,7 +518,7 @@ func TestManyWaitersOneHolder(t *testing.T) {
 					}
 					sections.Add(1)
 					time.Sleep(100 * time.Microsecond)
-					return unlockFile(f)
+					return osfile.Unlock(f)
 				})
 				if err != nil {
 					t.Error(err)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // openElsewhere opens path for reading as another process would, sharing
@@ -93,8 +94,8 @@ func TestClearWhileOpenElsewhere(t *testing.T) {
 				if !strings.Contains(mustRead(t, o.Path), lockContent) {
 					t.Fatal("the lock was changed")
 				}
-				if took < sharingRetryFor {
-					t.Errorf("gave up after %s, before the retry bound %s", took, sharingRetryFor)
+				if took < osfile.SharingRetryFor {
+					t.Errorf("gave up after %s, before the retry bound %s", took, osfile.SharingRetryFor)
 				}
 			case err != nil:
 				t.Fatalf("removeIfSame = %v (after %s)", err, took)
@@ -276,13 +277,13 @@ func TestWindowsHelperProcess(t *testing.T) {
 // content, so a locked file (a queue ticket) can still be read.
 func TestLockedFileStaysReadable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ticket")
-	f, err := createExcl(path, lockedFile)
+	f, err := osfile.CreateExcl(path, osfile.Locked)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if ok, err := tryLockFile(f); !ok || err != nil {
-		t.Fatalf("tryLockFile = %v, %v", ok, err)
+	if ok, err := osfile.TryLock(f); !ok || err != nil {
+		t.Fatalf("osfile.TryLock = %v, %v", ok, err)
 	}
 	if _, err := f.WriteString(lockContent); err != nil {
 		t.Fatal(err)
@@ -295,15 +296,15 @@ func TestLockedFileStaysReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if ok, err := tryLockShared(g); ok || err != nil {
-		t.Fatalf("tryLockShared while locked = %v, %v; want false, nil", ok, err)
+	if ok, err := osfile.TryLockShared(g); ok || err != nil {
+		t.Fatalf("osfile.TryLockShared while locked = %v, %v; want false, nil", ok, err)
 	}
 	g.Close()
-	// createExcl's handle lets the file be removed while open and locked.
+	// osfile.CreateExcl's handle lets the file be removed while open and locked.
 	if err := os.Remove(path); err != nil {
 		t.Fatalf("removing an open, locked file: %v", err)
 	}
-	unlockFile(f)
+	osfile.Unlock(f)
 }
 
 // A symbolic link at the lock path is refused, never followed.

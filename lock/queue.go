@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // TicketSuffix names a waiter's ticket beside the lock:
@@ -67,10 +68,10 @@ type ticketRecord struct {
 const maxTicketSize = 4 << 10
 
 // readTicket reads the ticket at path, refusing anything but a regular
-// file (see openRegular) and anything longer than a ticket can be.
+// file (see osfile.OpenRegular) and anything longer than a ticket can be.
 func readTicket(path string) (ticketRecord, error) {
 	var rec ticketRecord
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return rec, err
 	}
@@ -193,7 +194,7 @@ const maxSeq = 1 << 62
 
 // nextSeq hands out arrival numbers from a counter kept in the guard file,
 // never below a ticket that exists (the guard file may have been deleted).
-// Where this process may not write the guard (see openGuard), the number is
+// Where this process may not write the guard (see osfile.OpenGuard), the number is
 // the last ticket's plus one. Call with the guard held.
 func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	var b [8]byte
@@ -233,11 +234,11 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 		return nil, err
 	}
 	p := ticketPath(o.Path, seq)
-	f, err := createExcl(p, lockedFile)
+	f, err := osfile.CreateExcl(p, osfile.Locked)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := tryLockFile(f)
+	ok, err := osfile.TryLock(f)
 	if err == nil && !ok {
 		err = errors.New("ticket locked by another process")
 	}
@@ -276,7 +277,7 @@ func (t *ticket) touch(period time.Duration) {
 		return
 	}
 	t.touched = now
-	touchFile(t.f, now)
+	osfile.Touch(t.f, now)
 }
 
 // drop leaves the queue. Safe on nil and more than once.
@@ -286,7 +287,7 @@ func (t *ticket) drop() {
 	}
 	// Closed before it is removed (Windows cannot remove an open file);
 	// in between, a waiter may prune it as dead, which is the same.
-	unlockFile(t.f)
+	osfile.Unlock(t.f)
 	t.f.Close()
 	t.f = nil
 	os.Remove(t.path)
@@ -294,17 +295,17 @@ func (t *ticket) drop() {
 
 // ticketAlive reports whether a waiter holds the ticket's kernel lock.
 func ticketAlive(path string) bool {
-	f, err := openRegular(path, false)
+	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	ok, err := tryLockShared(f)
+	ok, err := osfile.TryLockShared(f)
 	if err != nil {
 		return true
 	}
 	if ok {
-		unlockFile(f)
+		osfile.Unlock(f)
 	}
 	return !ok
 }

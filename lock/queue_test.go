@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // waitUntil polls cond every millisecond until it holds or the deadline
@@ -131,7 +133,7 @@ func TestDeadWaitersTicketIsPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The waiter dies: the kernel drops its lock, the file stays.
-	unlockFile(tk.f)
+	osfile.Unlock(tk.f)
 	tk.f.Close()
 	if st, _ := Inspect(o.Path, 0); len(st.Queue) != 1 || st.Queue[0].Alive {
 		t.Fatalf("queue with a dead ticket = %+v", st.Queue)

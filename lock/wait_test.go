@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // fakeWaker is a waker with no watch behind it: the test delivers its
@@ -145,7 +147,7 @@ func TestWaitForChange(t *testing.T) {
 		q := queueOf(t, o, 2)
 		// The head's process is gone: its ticket stays, its kernel lock
 		// does not.
-		unlockFile(q[0].f)
+		osfile.Unlock(q[0].f)
 		returned := waiting(t, bg, o, nil, q[1].seq, 2, fakeWaker(), time.Millisecond)
 		awaitReturn(t, returned, "the probe finding the head dead")
 	})

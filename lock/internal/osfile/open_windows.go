@@ -1,13 +1,12 @@
 //go:build windows
 
-package lock
+package osfile
 
 import (
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/windows"
 )
@@ -23,12 +22,12 @@ import (
 // liveness file, a queue ticket) must be open that way even for its own
 // process.
 
-// openRegular opens the existing regular file at path, for reading and
+// OpenRegular opens the existing regular file at path, for reading and
 // also for writing with write. Anything else at path (a symbolic link or
 // other reparse point, a folder, a device) is refused with ErrNotRegular:
 // the handle is opened on the link itself (FILE_FLAG_OPEN_REPARSE_POINT),
 // never on its target, and checked.
-func openRegular(path string, write bool) (*os.File, error) {
+func OpenRegular(path string, write bool) (*os.File, error) {
 	access := uint32(windows.GENERIC_READ)
 	if write {
 		access |= windows.GENERIC_WRITE
@@ -36,9 +35,9 @@ func openRegular(path string, write bool) (*os.File, error) {
 	return createFile(path, access, windows.OPEN_EXISTING)
 }
 
-// createExcl creates the file at path, which must not exist (CREATE_NEW: a
+// CreateExcl creates the file at path, which must not exist (CREATE_NEW: a
 // link there counts as existing), for reading and writing.
-func createExcl(path string, _ fileKind) (*os.File, error) {
+func CreateExcl(path string, _ Kind) (*os.File, error) {
 	return createFile(path, windows.GENERIC_READ|windows.GENERIC_WRITE, windows.CREATE_NEW)
 }
 
@@ -69,18 +68,6 @@ func createFile(path string, access, disposition uint32) (*os.File, error) {
 	return os.NewFile(uintptr(h), path), nil
 }
 
-// touchFile sets the open file's modification time to t through its
-// handle (SetFileTime), so that a heartbeat changes the file it checked,
-// never whatever the path names by then. The handle must have been opened
-// with FILE_WRITE_ATTRIBUTES (see openToTouch), or for writing.
-func touchFile(f *os.File, t time.Time) error {
-	ft := windows.NsecToFiletime(t.UnixNano())
-	if err := windows.SetFileTime(windows.Handle(f.Fd()), nil, &ft, &ft); err != nil {
-		return &os.PathError{Op: "SetFileTime", Path: f.Name(), Err: err}
-	}
-	return nil
-}
-
 // errUnderFile says that a folder of the lock path is a file. Windows
 // reports that as "path not found" (which Go's syscall.ENOTDIR is equal
 // to), and it must not read as a free lock.
@@ -101,36 +88,16 @@ func underFile(path string) bool {
 	}
 }
 
-// renameNoReplace moves oldpath to newpath only if newpath does not exist:
-// MoveFileEx without MOVEFILE_REPLACE_EXISTING.
-func renameNoReplace(oldpath, newpath string) error {
-	from, err := windows.UTF16PtrFromString(oldpath)
-	if err != nil {
-		return err
-	}
-	to, err := windows.UTF16PtrFromString(newpath)
-	if err != nil {
-		return err
-	}
-	if err := windows.MoveFileEx(from, to, 0); err != nil {
-		if err == windows.ERROR_ALREADY_EXISTS || err == windows.ERROR_FILE_EXISTS {
-			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: os.ErrExist}
-		}
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-	}
-	return nil
-}
-
-// openGuard opens the guard sidecar at path for reading and writing,
+// OpenGuard opens the guard sidecar at path for reading and writing,
 // creating it if missing. Windows has no per-user write bits on files in a
 // shared folder that a umask would take away, so it is always writable.
-func openGuard(path string) (f *os.File, writable bool, err error) {
-	for range maxAttempts {
-		f, err = openRegular(path, true)
+func OpenGuard(path string) (f *os.File, writable bool, err error) {
+	for range 4 { // a few rounds: each loses only to another process creating or removing it
+		f, err = OpenRegular(path, true)
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err == nil, err
 		}
-		f, err = createExcl(path, sharedFile)
+		f, err = CreateExcl(path, Shared)
 		if !errors.Is(err, fs.ErrExist) {
 			return f, err == nil, err
 		}
@@ -138,10 +105,10 @@ func openGuard(path string) (f *os.File, writable bool, err error) {
 	return nil, false, err
 }
 
-// openToTouch opens the regular file at path to read it and set its times
-// (touchFile): SetFileTime needs FILE_WRITE_ATTRIBUTES, which, unlike
+// OpenToTouch opens the regular file at path to read it and set its times
+// (Touch): SetFileTime needs FILE_WRITE_ATTRIBUTES, which, unlike
 // writing data, no reader's share mode refuses (PowerShell's Get-Content
 // shares reading only).
-func openToTouch(path string) (*os.File, error) {
+func OpenToTouch(path string) (*os.File, error) {
 	return createFile(path, windows.GENERIC_READ|windows.FILE_WRITE_ATTRIBUTES, windows.OPEN_EXISTING)
 }

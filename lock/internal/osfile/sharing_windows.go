@@ -1,6 +1,6 @@
 //go:build windows
 
-package lock
+package osfile
 
 import (
 	"errors"
@@ -20,16 +20,16 @@ import (
 // scanners may not), so those failures are transient: the protocol's renames,
 // removals, creations and heartbeats retry them for a bounded time.
 const (
-	sharingRetryFor   = 2 * time.Second
+	SharingRetryFor   = 2 * time.Second
 	sharingFirstRetry = time.Millisecond
 	sharingMaxRetry   = 50 * time.Millisecond
 )
 
-// retrySharing runs op, and runs it again while it fails with a sharing
+// RetrySharing runs op, and runs it again while it fails with a sharing
 // violation, a lock violation or access denied, for at most
-// sharingRetryFor. The last error is returned.
-func retrySharing(op func() error) error {
-	deadline := time.Now().Add(sharingRetryFor)
+// SharingRetryFor. The last error is returned.
+func RetrySharing(op func() error) error {
+	deadline := time.Now().Add(SharingRetryFor)
 	delay := sharingFirstRetry
 	for {
 		err := op()
@@ -49,12 +49,12 @@ func transientSharing(err error) bool {
 		errors.Is(err, windows.ERROR_ACCESS_DENIED)
 }
 
-// tempDir is the folder DefaultPath lives in: %TEMP%, which is also what
+// TempDir is the folder DefaultPath lives in: %TEMP%, which is also what
 // Node's os.tmpdir() reads first, so that gpuexec and Node tools that put
 // their lock under the temporary folder find the same one. Go's
 // os.TempDir reads %TMP% first (GetTempPath2), which differs only when the
 // two variables do.
-func tempDir() string {
+func TempDir() string {
 	if d := os.Getenv("TEMP"); d != "" && filepath.IsAbs(d) {
 		return filepath.Clean(d)
 	}

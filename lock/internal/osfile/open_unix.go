@@ -1,6 +1,6 @@
 //go:build unix
 
-package lock
+package osfile
 
 import (
 	"errors"
@@ -20,10 +20,10 @@ import (
 // anything but a regular file before a byte is read from it or written to
 // it. For a regular file O_NONBLOCK changes nothing.
 
-// openRegular opens the existing regular file at path, for reading and
+// OpenRegular opens the existing regular file at path, for reading and
 // also for writing with write. Anything else at path (a symbolic link, a
 // FIFO, a folder, a device) is refused with ErrNotRegular.
-func openRegular(path string, write bool) (*os.File, error) {
+func OpenRegular(path string, write bool) (*os.File, error) {
 	flag := os.O_RDONLY
 	if write {
 		flag = os.O_RDWR
@@ -67,10 +67,10 @@ func mustBeRegular(f *os.File, path string, change bool) error {
 	return nil
 }
 
-// createExcl creates the file at path, which must not exist (O_EXCL: a
+// CreateExcl creates the file at path, which must not exist (O_EXCL: a
 // symbolic link there counts as existing and is not followed), for reading
-// and writing. Its permissions are set whatever the umask (see fileKind).
-func createExcl(path string, kind fileKind) (*os.File, error) {
+// and writing. Its permissions are set whatever the umask (see Kind).
+func CreateExcl(path string, kind Kind) (*os.File, error) {
 	// Created as the umask has it (0644 under the usual 022), so that
 	// readers see it at once; then given its permissions.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
@@ -78,7 +78,7 @@ func createExcl(path string, kind fileKind) (*os.File, error) {
 		return nil, err
 	}
 	perm := sharedPerm(filepath.Dir(path))
-	if kind == lockedFile {
+	if kind == Locked {
 		perm = 0o640
 	}
 	// Best effort: a filesystem that cannot hold permissions (a FAT
@@ -96,7 +96,7 @@ var folderPerms sync.Map // folder → fs.FileMode
 // is writable by its group. In a group folder (mode 2775, group gpu) every
 // member can then take the guard and clear a dead member's lock. Others
 // never get write access, even where they may write the folder (a sticky
-// /tmp): they can use the guard read-only (see openGuard), and must not be
+// /tmp): they can use the guard read-only (see OpenGuard), and must not be
 // able to rewrite another user's record in place. In a sticky folder each
 // file is its owner's alone.
 func sharedPerm(dir string) fs.FileMode {
@@ -111,25 +111,25 @@ func sharedPerm(dir string) fs.FileMode {
 	return perm
 }
 
-// openGuard opens the guard sidecar at path, creating it if missing. It is
+// OpenGuard opens the guard sidecar at path, creating it if missing. It is
 // opened for writing where this user may (the queue's counter lives in it)
 // and for reading otherwise (a guard made by an older gpuexec, or by a
 // user whose umask left it unwritable by the group): a kernel lock needs
 // no more, and the queue then numbers tickets from the folder alone.
-func openGuard(path string) (f *os.File, writable bool, err error) {
-	for range maxAttempts {
-		f, err = openRegular(path, true)
+func OpenGuard(path string) (f *os.File, writable bool, err error) {
+	for range 4 { // a few rounds: each loses only to another process creating or removing it
+		f, err = OpenRegular(path, true)
 		if err == nil {
 			return f, true, nil
 		}
 		if errors.Is(err, fs.ErrPermission) {
-			f, err = openRegular(path, false)
+			f, err = OpenRegular(path, false)
 			return f, false, err
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, false, err
 		}
-		f, err = createExcl(path, sharedFile)
+		f, err = CreateExcl(path, Shared)
 		if err == nil {
 			return f, true, nil
 		}
@@ -141,28 +141,10 @@ func openGuard(path string) (f *os.File, writable bool, err error) {
 	return nil, false, err
 }
 
-// renameNoReplace moves oldpath to newpath only if newpath does not exist,
-// failing with an error satisfying errors.Is(err, fs.ErrExist) otherwise. A
-// hard link is atomic about that; where the filesystem has no hard links it
-// falls back to a check followed by a rename.
-func renameNoReplace(oldpath, newpath string) error {
-	err := os.Link(oldpath, newpath)
-	switch {
-	case err == nil:
-		return os.Remove(oldpath)
-	case errors.Is(err, os.ErrExist):
-		return err
-	}
-	if _, serr := os.Lstat(newpath); serr == nil {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: os.ErrExist}
-	}
-	return os.Rename(oldpath, newpath)
-}
-
-// openToTouch opens the regular file at path to read it and set its times
-// (touchFile): futimens on a file one owns needs no write access.
-func openToTouch(path string) (*os.File, error) {
-	f, err := openRegular(path, false)
+// OpenToTouch opens the regular file at path to read it and set its times
+// (Touch): futimens on a file one owns needs no write access.
+func OpenToTouch(path string) (*os.File, error) {
+	f, err := OpenRegular(path, false)
 	if err != nil {
 		return nil, err
 	}

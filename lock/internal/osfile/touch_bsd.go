@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package lock
+package osfile
 
 import (
 	"os"
@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// touchFile sets the open file's access and modification times to t
+// Touch sets the open file's access and modification times to t
 // (futimes), so that a heartbeat changes the file it checked, never
 // whatever the path names by then.
-func touchFile(f *os.File, t time.Time) error {
+func Touch(f *os.File, t time.Time) error {
 	tv := unix.NsecToTimeval(t.UnixNano())
 	if err := unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv}); err != nil {
 		return &os.PathError{Op: "futimes", Path: f.Name(), Err: err}

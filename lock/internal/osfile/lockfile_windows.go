@@ -1,6 +1,6 @@
 //go:build windows
 
-package lock
+package osfile
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// lockByte is the offset of the byte that tryLockFile and tryLockShared
+// lockByte is the offset of the byte that TryLock and TryLockShared
 // lock. Windows byte-range locks are mandatory: a locked range cannot be
 // read through another handle. Locking a byte far past any content (as
 // SQLite does with its lock bytes at 1 GiB) keeps the files that are
@@ -20,10 +20,10 @@ const lockByte = 0x40000000
 // lockRange is the Overlapped that names lockByte.
 func lockRange() *windows.Overlapped { return &windows.Overlapped{Offset: lockByte} }
 
-// tryLockFile takes an exclusive LockFileEx lock on f's lock byte without
+// TryLock takes an exclusive LockFileEx lock on f's lock byte without
 // blocking; ok=false when another handle holds it. Windows drops it when
 // the process dies.
-func tryLockFile(f *os.File) (ok bool, err error) {
+func TryLock(f *os.File) (ok bool, err error) {
 	err = windows.LockFileEx(windows.Handle(f.Fd()),
 		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, lockRange())
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
@@ -32,14 +32,14 @@ func tryLockFile(f *os.File) (ok bool, err error) {
 	return err == nil, err
 }
 
-// unlockFile drops the lock taken by tryLockFile or tryLockShared.
-func unlockFile(f *os.File) error {
+// Unlock drops the lock taken by TryLock or TryLockShared.
+func Unlock(f *os.File) error {
 	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, lockRange())
 }
 
-// tryLockShared takes a shared LockFileEx lock on f's lock byte without
+// TryLockShared takes a shared LockFileEx lock on f's lock byte without
 // blocking; ok=false when another handle holds it exclusively.
-func tryLockShared(f *os.File) (ok bool, err error) {
+func TryLockShared(f *os.File) (ok bool, err error) {
 	err = windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, lockRange())
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
 		return false, nil
@@ -47,9 +47,9 @@ func tryLockShared(f *os.File) (ok bool, err error) {
 	return err == nil, err
 }
 
-// waitLockFile reports ok=false at once: the caller polls with tryLockFile.
+// WaitLock reports ok=false at once: the caller polls with TryLock.
 // A blocking LockFileEx would need a handle opened for synchronous I/O and
 // cannot be abandoned when ctx ends.
-func waitLockFile(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
+func WaitLock(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
 	return false, false, nil
 }

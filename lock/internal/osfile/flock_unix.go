@@ -1,6 +1,6 @@
 //go:build unix
 
-package lock
+package osfile
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tryLockFile takes an exclusive flock on f without blocking; ok=false when
+// TryLock takes an exclusive flock on f without blocking; ok=false when
 // another open file description holds it. The kernel drops it when the
 // process dies.
-func tryLockFile(f *os.File) (ok bool, err error) {
+func TryLock(f *os.File) (ok bool, err error) {
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
@@ -21,15 +21,15 @@ func tryLockFile(f *os.File) (ok bool, err error) {
 	return err == nil, err
 }
 
-// unlockFile drops the flock taken by tryLockFile.
-func unlockFile(f *os.File) error {
+// Unlock drops the flock taken by TryLock.
+func Unlock(f *os.File) error {
 	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }
 
-// tryLockShared takes a shared flock on f without blocking; ok=false when
+// TryLockShared takes a shared flock on f without blocking; ok=false when
 // another open file description holds it exclusively. Probes use it so that
 // several can look at once without mistaking each other for the holder.
-func tryLockShared(f *os.File) (ok bool, err error) {
+func TryLockShared(f *os.File) (ok bool, err error) {
 	err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
@@ -37,12 +37,12 @@ func tryLockShared(f *os.File) (ok bool, err error) {
 	return err == nil, err
 }
 
-// waitLockFile takes an exclusive flock on f, waiting in the kernel, which
+// WaitLock takes an exclusive flock on f, waiting in the kernel, which
 // hands the lock to a waiter the moment its holder lets go: no polling, no
 // sleeping past the release. If ctx ends first it reports gaveUp, and f is
 // no longer the caller's: it is closed once the wait ends (the lock, if it
 // came, dropped first).
-func waitLockFile(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
+func WaitLock(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -60,7 +60,7 @@ func waitLockFile(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) 
 	case <-ctx.Done():
 		go func() {
 			if err := <-done; err == nil {
-				unlockFile(f)
+				Unlock(f)
 			}
 			f.Close()
 		}()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package lock
+package osfile
 
 import (
 	"os"
@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// touchFile sets the open file's access and modification times to t
+// Touch sets the open file's access and modification times to t
 // (futimens: utimensat on the descriptor, with no path), so that a
 // heartbeat changes the file it checked, never whatever the path names by
 // then.
-func touchFile(f *os.File, t time.Time) error {
+func Touch(f *os.File, t time.Time) error {
 	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
 	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
 	if errno != 0 {
