@@ -29,6 +29,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/natefinch/lumberjack.v2"
 
+	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 	"github.com/gpuexec/gpuexec/supervisor"
@@ -115,69 +117,50 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: fmt.Sprintf("how many GPUs --gpus all means (1 to %d)", maxDevices)}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64)"}
 }
 
-// maxDevices bounds --gpus: the largest machines hold 16 GPUs; each device
-// is a lock, a guard file and a liveness probe per waiter.
-const maxDevices = 64
-
-// devices turns --gpus (and --gpu-count) into one lock per device beside
-// the lock path; nil without --gpus.
-func devices(c *cli.Context, path string) ([]lock.Device, error) {
+// devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
+// nil without --gpus.
+func devices(c *cli.Context) ([]string, error) {
 	list := c.String("gpus")
 	if list == "" {
 		return nil, nil
 	}
-	if lock.IsRemote(path) {
-		return nil, failed("--gpus needs a lock file: an etcd:// lock is one lock; give each GPU a key of its own (--lock etcd://.../gpu0)")
+	if list == "all" && c.Int("gpu-count") <= 0 {
+		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
 	}
-	var names []string
-	if list == "all" {
-		n := c.Int("gpu-count")
-		if n <= 0 {
-			return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
-		}
-		if n > maxDevices {
-			return nil, failed("--gpu-count %d: at most %d GPUs", n, maxDevices)
-		}
-		for i := range n {
-			names = append(names, strconv.Itoa(i))
-		}
-	} else {
-		seen := map[string]bool{}
-		if k := strings.Count(list, ",") + 1; k > maxDevices {
-			return nil, failed("--gpus lists %d devices: at most %d", k, maxDevices)
-		}
-		for _, n := range strings.Split(list, ",") {
-			n = strings.TrimSpace(n)
-			if !validDeviceName(n) {
-				return nil, failed("--gpus: %q is not a device name (up to 128 letters, digits, '-' and '_': an index or a GPU UUID)", n)
-			}
-			if seen[n] {
-				return nil, failed("--gpus: device %s listed twice", n)
-			}
-			seen[n] = true
-			names = append(names, n)
-		}
+	names, err := lock.ParseDevices(list, c.Int("gpu-count"))
+	if err != nil {
+		return nil, optionFailed(err)
 	}
-	return lock.DevicesBeside(path, names), nil
+	return names, nil
 }
 
-// validDeviceName accepts what names a device in CUDA_VISIBLE_DEVICES: an
-// index or a UUID (GPU-..., MIG-...). No '.': a device's lock is
-// <stem><name><ext> beside the others, and a dot could make it look like
-// another lock's sidecar (gpu0.lock.live-...).
-func validDeviceName(n string) bool {
-	if n == "" || len(n) > 128 {
-		return false
+// backend is the lock backend that --lock names: an etcd:// URL's helper,
+// or lock files.
+func backend(path string) lock.Backend {
+	if etcdurl.Is(path) {
+		return etcdhelper.Backend{}
 	}
-	for _, r := range n {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-' || r == '_') {
-			return false
-		}
+	return lock.Files
+}
+
+// optionFailed is failed for an option the lock or the supervisor refused,
+// naming the flag that sets it.
+func optionFailed(err error) error {
+	var oe *lock.OptionError
+	if !errors.As(err, &oe) {
+		return failed("%v", err)
 	}
-	return true
+	flag := oe.Option
+	switch flag {
+	case "devices":
+		flag = "gpus"
+	case "path":
+		flag = "lock"
+	}
+	return failed("--%s %s", flag, oe.Problem)
 }
 
 func runFlags() []cli.Flag {
@@ -272,15 +255,6 @@ func failed(format string, a ...any) error {
 	return cli.Exit(fmt.Sprintf(format, a...), supervisor.ExitFailed)
 }
 
-func nonNegative(c *cli.Context, names ...string) error {
-	for _, n := range names {
-		if d := c.Duration(n); d < 0 {
-			return failed("--%s must not be negative, got %s", n, d)
-		}
-	}
-	return nil
-}
-
 // intervals checks durations that set how often gpuexec does something
 // (polls, reports, heartbeats) or how long a lock lives without one: each
 // is at least lock.MinInterval, so that none keeps a core busy.
@@ -294,16 +268,13 @@ func intervals(c *cli.Context, names ...string) error {
 }
 
 // lockPath is --lock made absolute, refusing an empty one; an etcd:// URL
-// is checked and kept as it is.
+// is kept as it is (its backend checks it).
 func lockPath(c *cli.Context) (string, error) {
 	p := c.String("lock")
 	if p == "" {
 		return "", failed("--lock must not be empty")
 	}
-	if lock.IsRemote(p) {
-		if _, err := lock.ParseEtcdURL(p); err != nil {
-			return "", failed("--lock: %v", err)
-		}
+	if etcdurl.Is(p) {
 		return p, nil
 	}
 	abs, err := filepath.Abs(p)
@@ -313,77 +284,66 @@ func lockPath(c *cli.Context) (string, error) {
 	return abs, nil
 }
 
+// lockOptions are the lock flags common to run, status and clear.
+func lockOptions(c *cli.Context) (lock.Options, error) {
+	path, err := lockPath(c)
+	if err != nil {
+		return lock.Options{}, err
+	}
+	o := lock.Options{Path: path, Stale: c.Duration("stale")}
+	o.Devices, err = devices(c)
+	return o, err
+}
+
 func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if len(argv) == 0 {
 		return failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 	}
-	if err := errors.Join(
-		intervals(c, "poll", "report", "heartbeat", "stale"),
-		nonNegative(c, "wait", "timeout", "kill-after"),
-	); err != nil {
+	// On the command line 0 is no interval (the library takes 0 for its
+	// default; a flag's default is written out).
+	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
 		return err
-	}
-	if c.Duration("heartbeat") >= c.Duration("stale") {
-		return failed("--heartbeat (%s) must be shorter than --stale (%s), or a live holder would look stale", c.Duration("heartbeat"), c.Duration("stale"))
 	}
 	onLost := c.String("on-lost")
 	if onLost != "stop" && onLost != "continue" {
 		return failed("--on-lost must be stop or continue, got %q", onLost)
 	}
-	path, err := lockPath(c)
+	o, err := lockOptions(c)
 	if err != nil {
 		return err
 	}
-	devs, err := devices(c, path)
-	if err != nil {
-		return err
+	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
+	o.Poll, o.Report, o.Heartbeat = c.Duration("poll"), c.Duration("report"), c.Duration("heartbeat")
+	if o.Owner == "" {
+		o.Owner = lock.DefaultOwner()
 	}
-	if need := c.Int("need"); need < 1 || (devs != nil && need > len(devs)) || (devs == nil && need != 1) {
-		return failed("--need must be between 1 and the number of --gpus, got %d", need)
+	if o.Slug == "" {
+		o.Slug = lock.SafeName(filepath.Base(argv[0]))
 	}
-	owner, slug := c.String("owner"), c.String("slug")
-	for _, f := range []struct{ name, v string }{{"owner", owner}, {"slug", slug}} {
-		if err := lock.CheckName(f.v); err != nil {
-			return failed("--%s %s; give a short plain name", f.name, err)
-		}
+	cfg := supervisor.Config{
+		Lock:           o,
+		Backend:        backend(o.Path),
+		Wait:           c.Duration("wait"),
+		Argv:           argv,
+		Timeout:        c.Duration("timeout"),
+		KillAfter:      c.Duration("kill-after"),
+		ContinueOnLost: onLost == "continue",
+		SoleJob:        true,
+	}
+	if err := cfg.Validate(); err != nil {
+		return optionFailed(err)
 	}
 	logger, closeLog, err := newLogger(c, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-
-	if owner == "" {
-		owner = lock.DefaultOwner()
-	}
-	if slug == "" {
-		slug = lock.SafeName(filepath.Base(argv[0]))
-	}
+	cfg.Lock.Logger = logger.Named("lock")
+	cfg.Logger = logger.Named("supervisor")
 	sigs, stop := signals.Notify()
 	defer stop()
-	code := supervisor.Run(context.Background(), supervisor.Config{
-		Lock: lock.Options{
-			Path:      path,
-			Owner:     owner,
-			Slug:      slug,
-			Poll:      c.Duration("poll"),
-			Report:    c.Duration("report"),
-			Heartbeat: c.Duration("heartbeat"),
-			Stale:     c.Duration("stale"),
-			Logger:    logger.Named("lock"),
-		},
-		Devices:        devs,
-		Need:           c.Int("need"),
-		Wait:           c.Duration("wait"),
-		Argv:           argv,
-		Timeout:        c.Duration("timeout"),
-		KillAfter:      c.Duration("kill-after"),
-		ContinueOnLost: onLost == "continue",
-		Signals:        sigs,
-		Logger:         logger.Named("supervisor"),
-		SoleJob:        true,
-	})
-	if code != 0 {
+	cfg.Signals = sigs
+	if code := supervisor.Run(context.Background(), cfg); code != 0 {
 		return cli.Exit("", code)
 	}
 	return nil
@@ -439,55 +399,22 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err := intervals(c, "stale"); err != nil {
 		return err
 	}
-	path, err := lockPath(c)
+	o, err := lockOptions(c)
 	if err != nil {
 		return err
 	}
-	devs, err := devices(c, path)
-	if err != nil {
-		return err
+	b := backend(o.Path)
+	if err := b.Check(o); err != nil {
+		return optionFailed(err)
 	}
-	if devs != nil {
-		return devicesStatus(c, stdout, path, devs)
-	}
-	st, err := lock.BackendFor(path).Inspect(lock.Options{Path: path, Stale: c.Duration("stale")})
+	r, err := b.Inspect(o)
 	if err != nil {
 		return failed("%v", err)
 	}
 	if c.Bool("json") {
-		return printJSON(stdout, st.JSON())
+		return printJSON(stdout, r.JSON())
 	}
-	fmt.Fprintln(stdout, st.Describe())
-	return nil
-}
-
-// devicesStatus prints every device (holder or free) and the shared queue.
-func devicesStatus(c *cli.Context, stdout io.Writer, path string, devs []lock.Device) error {
-	sts, err := lock.InspectDevices(path, devs, c.Duration("stale"))
-	if err != nil {
-		return failed("%v", err)
-	}
-	if c.Bool("json") {
-		list := make([]map[string]any, len(sts))
-		for i, st := range sts {
-			m := st.JSON()
-			delete(m, "queue")
-			m["gpu"] = devs[i].Name
-			list[i] = m
-		}
-		queue := lock.Status{Queue: sts[0].Queue}
-		return printJSON(stdout, map[string]any{"path": path, "devices": list, "queue": queue.JSON()["queue"]})
-	}
-	for i, st := range sts {
-		line := st.Describe()
-		if j := strings.IndexByte(line, '\n'); j >= 0 {
-			line = line[:j] // the queue is printed once, below
-		}
-		fmt.Fprintf(stdout, "GPU %s: %s\n", devs[i].Name, line)
-	}
-	if q := (&lock.Status{State: lock.StateFree, Queue: sts[0].Queue}).Describe(); q != "free" {
-		fmt.Fprintln(stdout, "queue:"+strings.TrimPrefix(q, "free"))
-	}
+	fmt.Fprintln(stdout, r.Describe())
 	return nil
 }
 
@@ -521,12 +448,16 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	if err := intervals(c, "stale"); err != nil {
 		return err
 	}
-	path, err := lockPath(c)
+	o, err := lockOptions(c)
 	if err != nil {
 		return err
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info})
-	st, err := lock.BackendFor(path).Clear(lock.Options{Path: path, Stale: c.Duration("stale"), Logger: logger.Named("lock")}, c.Bool("force"))
+	b := backend(o.Path)
+	if err := b.Check(o); err != nil {
+		return optionFailed(err)
+	}
+	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info}).Named("lock")
+	st, err := b.Clear(o, c.Bool("force"))
 	switch {
 	case errors.Is(err, lock.ErrHeld):
 		return cli.Exit(fmt.Sprintf("not cleared: %s; use --force to remove a live holder's lock", st.Describe()), 1)

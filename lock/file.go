@@ -16,7 +16,7 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
-// GuardSuffix names the sidecar file, beside the lock file, on which gpuexec
+// guardSuffix names the sidecar file, beside the lock file, on which gpuexec
 // processes take a kernel lock (flock / LockFileEx) while they judge, clear,
 // create, touch or remove the lock file. It serializes those steps among
 // gpuexec processes, closing the seed's window in which a lock set aside as
@@ -24,7 +24,7 @@ import (
 // its holder dies. The sidecar is permanent and holds nothing: deleting it
 // while no gpuexec runs is harmless. The lock file itself stays the seed's,
 // so processes that know nothing of the sidecar still exclude gpuexec.
-const GuardSuffix = ".guard"
+const guardSuffix = ".guard"
 
 // Where the guard cannot be waited for in the kernel (Windows; see
 // osfile.WaitLock), the pause between tries starts at guardFirstRetry and
@@ -55,12 +55,12 @@ var guards struct {
 
 func init() { guards.cond = sync.NewCond(&guards.mu) }
 
-// Suspend runs stop — which stops this process, as a SIGSTOP to itself
+// suspend runs stop — which stops this process, as a SIGSTOP to itself
 // does — at a moment when the process holds no guard, and lets it take
 // none until stop returns (the process was continued). A process stopped
 // while it holds a guard (a few system calls at a time) would make every
 // other process of the lock wait for it.
-func Suspend(stop func()) {
+func suspend(stop func()) {
 	guards.mu.Lock()
 	guards.suspended = true
 	for guards.held > 0 {
@@ -98,7 +98,7 @@ func awaitResume() {
 // takeGuard blocks until it holds the sidecar lock of the lock at path, or
 // ctx ends.
 func takeGuard(ctx context.Context, path string) (*guard, error) {
-	gpath := path + GuardSuffix
+	gpath := path + guardSuffix
 	var wait *time.Timer
 	delay := guardFirstRetry
 	for {
@@ -165,17 +165,7 @@ func (g *guard) release() {
 	guards.mu.Unlock()
 }
 
-// ErrNotRegular is returned (wrapped in a *fs.PathError) when the lock path
-// is something other than a regular file: a folder, a symbolic link, a
-// device. gpuexec never follows, writes through or removes such a path.
-var ErrNotRegular = osfile.ErrNotRegular
 
-// ErrNotLock is returned (wrapped in a *fs.PathError) when the file at the
-// lock path is neither a lock record nor a partly written or damaged one:
-// JSON without a pid or token, text, binary data, or anything larger than a
-// record can be. gpuexec never clears, overwrites or removes such a file,
-// even with force: a mistyped --lock must not cost someone a file.
-var ErrNotLock = errors.New("not a lock file")
 
 // maxPartialRecord is the largest content still taken for a damaged record.
 // A record is a few hundred bytes.

@@ -31,29 +31,31 @@ const (
 // Status is a lock file as read and judged at one instant. It may be out of
 // date as soon as it is returned.
 type Status struct {
-	State State
-	Path  string
+	State State `json:"state"`
+	// Path is the lock file's absolute path (an etcd lock's URL).
+	Path string `json:"path"`
+	// Device is the device whose lock this is, when it was asked for as
+	// one of Options.Devices.
+	Device string `json:"device,omitempty"`
 	// Info is the parsed record; nil when the lock is free or its content
 	// is not a valid record.
-	Info *Info
+	Info *Info `json:"info,omitempty"`
 	// Fields holds every top-level field of the record as read, unknown ones
 	// included; nil when the content is not a JSON object.
-	Fields map[string]any
+	Fields map[string]any `json:"fields,omitempty"`
 	// Content is the raw content (at most maxRecordSize bytes).
-	Content []byte
+	Content []byte `json:"content,omitempty"`
 	// ModTime is the file's mtime, i.e. the last heartbeat.
-	ModTime time.Time
+	ModTime time.Time `json:"modTime"`
 	// HeartbeatAge is how long ago ModTime was, at the time of judging. It
 	// is negative for an mtime in the future.
-	HeartbeatAge time.Duration
+	HeartbeatAge time.Duration `json:"heartbeatAge"`
 	// Alive reports whether the holder is taken to be alive (the lock is
 	// held); false for free and stale locks.
-	Alive bool
+	Alive bool `json:"alive"`
 	// Reason says why the lock is judged as it is: why it is stale, or what
 	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
-	Reason string
-	// Queue lists the waiters in arrival order (filled by Inspect only).
-	Queue []Waiter
+	Reason string `json:"reason,omitempty"`
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the

@@ -174,12 +174,12 @@ func newToken() string {
 // what a reader takes for a lock file (see maxPartialRecord).
 const maxNameLen = 256
 
-// CheckName says what is wrong with an owner or slug as a name to record:
+// checkName says what is wrong with an owner or slug as a name to record:
 // longer than maxNameLen bytes, not UTF-8, or holding a control character
 // (a newline, an escape sequence) or a format character (a right-to-left
 // override), which would garble or disguise every status line and log that
 // shows it. nil when it may be recorded.
-func CheckName(s string) error {
+func checkName(s string) error {
 	if len(s) > maxNameLen {
 		return fmt.Errorf("is %d bytes long; at most %d", len(s), maxNameLen)
 	}
@@ -199,10 +199,10 @@ func CheckName(s string) error {
 	return nil
 }
 
-// SafeName makes s fit to record as an owner or slug when it was not given
+// safeName makes s fit to record as an owner or slug when it was not given
 // by the user but found (the login name, a command's base name): control
 // characters are escaped (see printable) and it is cut to maxNameLen bytes.
-func SafeName(s string) string {
+func safeName(s string) string {
 	s = printable(s)
 	if len(s) <= maxNameLen {
 		return s

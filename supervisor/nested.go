@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -37,36 +38,37 @@ func nested(cfg Config) (holding, string, bool) {
 		return nil, "", false
 	}
 	tokens := strings.Split(get(EnvLockToken), ",")
-	heldBy := func(o lock.Options, token string) (string, bool) {
-		st, err := lock.BackendFor(o.Path).Inspect(o)
-		if err != nil || st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token ||
+	r, err := cfg.backend().Inspect(cfg.Lock)
+	if err != nil {
+		return nil, "", false
+	}
+	heldBy := func(st *lock.Status, token string) (string, bool) {
+		if st.State != lock.StateHeld || st.Info == nil || st.Info.Token != token ||
 			!proc.SameHost(st.Info.Host) || !descendsFrom(st.Info.PID) {
 			return "", false
 		}
 		return st.Holder(), true
 	}
-	if len(cfg.Devices) == 0 {
-		if get(EnvGPU) != "" || len(tokens) != 1 {
+	if len(cfg.Lock.Devices) == 0 {
+		if get(EnvGPU) != "" || len(tokens) != 1 || len(r.Locks) != 1 {
 			return nil, "", false // the parent holds devices, not this lock
 		}
-		who, ok := heldBy(cfg.Lock, tokens[0])
+		who, ok := heldBy(r.Locks[0], tokens[0])
 		return inheritedLock{}, who, ok
 	}
 	// Devices: the parent's devices must be among the ones asked for,
 	// as many as needed, each held with its token.
 	names := strings.Split(get(EnvGPU), ",")
-	if len(names) != len(tokens) || len(names) < cfg.need() {
+	if len(names) != len(tokens) || len(names) < max(cfg.Lock.Need, 1) {
 		return nil, "", false
 	}
 	var who []string
 	for i, n := range names {
-		j := slices.IndexFunc(cfg.Devices, func(d lock.Device) bool { return d.Name == n })
+		j := slices.IndexFunc(r.Locks, func(st *lock.Status) bool { return st.Device == n })
 		if j < 0 {
 			return nil, "", false
 		}
-		o := cfg.Lock
-		o.Path = cfg.Devices[j].Path
-		w, ok := heldBy(o, tokens[i])
+		w, ok := heldBy(r.Locks[j], tokens[i])
 		if !ok {
 			return nil, "", false
 		}
@@ -83,7 +85,7 @@ func sameLock(a, b string) bool {
 	if a == b {
 		return true
 	}
-	if a == "" || lock.IsRemote(a) || lock.IsRemote(b) || filepath.Base(a) != filepath.Base(b) {
+	if a == "" || etcdurl.Is(a) || etcdurl.Is(b) || filepath.Base(a) != filepath.Base(b) {
 		return false
 	}
 	da, err1 := os.Stat(filepath.Dir(a))

@@ -52,16 +52,13 @@ const (
 
 // Config is one job.
 type Config struct {
-	// Lock says which lock to hold and how to wait for it. With Devices,
-	// Lock.Path is where the devices' shared queue is kept.
+	// Lock says which lock to hold and how to wait for it. With
+	// Lock.Devices, the job takes the first Lock.Need free ones (in
+	// arrival order among waiters) and its child gets
+	// CUDA_VISIBLE_DEVICES and GPUEXEC_GPU naming them.
 	Lock lock.Options
-	// Devices, when set, are the GPUs to choose from, each with a lock of
-	// its own; the job takes the first Need free ones (in arrival order
-	// among waiters) and its child gets CUDA_VISIBLE_DEVICES and
-	// GPUEXEC_GPU naming them.
-	Devices []lock.Device
-	// Need is how many devices the job takes at once (default 1).
-	Need int
+	// Backend takes the lock; nil means lock.Files.
+	Backend lock.Backend
 	// Wait is the longest time to queue for the lock; 0 tries once.
 	Wait time.Duration
 	// Argv is the command and its arguments.
@@ -95,11 +92,27 @@ type Config struct {
 	SoleJob bool
 }
 
-func (cfg Config) need() int {
-	if cfg.Need == 0 {
-		return 1
+func (cfg Config) backend() lock.Backend {
+	if cfg.Backend == nil {
+		return lock.Files
 	}
-	return cfg.Need
+	return cfg.Backend
+}
+
+// Validate reports what is wrong with cfg, touching nothing: the lock's
+// options as its backend checks them, and the job's durations (an
+// *lock.OptionError naming wait, timeout or kill-after). Run checks the
+// same; a program calls it to refuse bad input before it starts.
+func (cfg Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"wait", cfg.Wait}, {"timeout", cfg.Timeout}, {"kill-after", cfg.KillAfter}} {
+		if d.v < 0 {
+			return &lock.OptionError{Option: d.name, Problem: fmt.Sprintf("must not be negative, got %s", d.v)}
+		}
+	}
+	return cfg.backend().Check(cfg.Lock)
 }
 
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
@@ -171,14 +184,15 @@ func resolve(name string) (string, int, error) {
 func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
 	if cfg.Wait == 0 {
-		held, ok, err := tryTake(cfg)
+		held, err := tryTake(cfg)
+		var busy *lock.WaitError
 		switch {
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
+			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
 		case err != nil:
 			log.Error("cannot use the GPU lock", "error", err)
 			return nil, ExitFailed
-		case !ok:
-			log.Warn("GPU lock is held by "+holders(cfg)+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
 		}
 		return held, 0
 	}
@@ -219,7 +233,7 @@ wait:
 		return r.held, 0
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
 		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
-			werr.Waited.Round(time.Second), holders(cfg)), "path", cfg.Lock.Path)
+			werr.Waited.Round(time.Second), werr.Holders()), "path", cfg.Lock.Path)
 		return nil, ExitDeferred
 	case ctx.Err() != nil:
 		log.Warn("stopped while waiting for the GPU lock", "error", ctx.Err())

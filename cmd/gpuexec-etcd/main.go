@@ -1,7 +1,7 @@
-// Command gpuexec-etcd is the helper that holds etcd:// locks for gpuexec
-// (and for any program using package lock's Etcd backend). gpuexec starts it
-// when --lock names an etcd:// URL and talks to it over its stdin and stdout
-// (JSON lines, see lock.ServeAgent); it is not meant to be run by hand.
+// Command gpuexec-etcd is the helper that holds etcd:// locks for gpuexec.
+// gpuexec starts it when --lock names an etcd:// URL and talks to it over
+// its stdin and stdout (JSON lines, a versioned protocol: see package
+// etcdhelper); it is not meant to be run by hand.
 //
 // It is a program of its own so that the etcd client (gRPC, protobuf, zap)
 // and its start-up cost stay out of gpuexec, which runs far more often with
@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/lock/etcdlock"
 )
 
@@ -33,5 +33,5 @@ func main() {
 	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	// The lock is held on behalf of the process that started the helper:
 	// its pid goes into the record.
-	os.Exit(lock.ServeAgent(os.Stdin, os.Stdout, etcdlock.Backend{PID: os.Getppid()}))
+	os.Exit(etcdhelper.Serve(os.Stdin, os.Stdout, etcdlock.Backend{PID: os.Getppid()}))
 }

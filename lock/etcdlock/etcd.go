@@ -1,5 +1,5 @@
 // Package etcdlock is the etcd v3 backend of package lock: the lock named
-// by an etcd:// URL (see lock.ParseEtcdURL) is a key prefix on an etcd
+// by an etcd:// URL (see package etcdurl) is a key prefix on an etcd
 // cluster, held with go.etcd.io/etcd/client/v3's concurrency package.
 //
 //   - Each waiter opens a session, whose lease (TTL from the URL's ttl=) is
@@ -19,7 +19,8 @@
 //
 // Linking this package adds the etcd client (gRPC, protobuf) and its
 // start-up cost to a program; gpuexec keeps it in the helper program
-// gpuexec-etcd instead (see lock.Etcd).
+// gpuexec-etcd instead (see package etcdhelper), which serves with this
+// backend.
 package etcdlock
 
 import (
@@ -45,6 +46,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -80,7 +84,7 @@ const isoMillis = "2006-01-02T15:04:05.000Z"
 // conn is a client connected to the lock's cluster.
 type conn struct {
 	cli  *clientv3.Client
-	u    *lock.EtcdURL
+	u    *etcdurl.URL
 	path string // the lock's URL
 
 	closeOnce sync.Once
@@ -108,11 +112,12 @@ func (c *conn) isClosed() bool {
 // dial connects to the cluster named by path and checks within the URL's
 // dial timeout that it answers; a cluster that does not is
 // lock.ErrUnreachable.
-func dial(path string) (*conn, error) {
-	u, err := lock.ParseEtcdURL(path)
+func dial(o lock.Options) (*conn, error) {
+	u, err := etcdhelper.Check(o)
 	if err != nil {
 		return nil, err
 	}
+	path := o.Path
 	cfg := clientv3.Config{
 		DialTimeout:          u.DialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
@@ -164,7 +169,7 @@ func unreachable(where string, timeout time.Duration, err error) error {
 	return fmt.Errorf("lock: etcd at %s: %w", where, err)
 }
 
-func tlsConfig(u *lock.EtcdURL) (*tls.Config, error) {
+func tlsConfig(u *etcdurl.URL) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if u.CACert != "" {
 		pem, err := os.ReadFile(u.CACert)
@@ -318,11 +323,11 @@ func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd lock: writing the holder's record: %w", err)
 	}
-	h := &Held{p: p, o: o, LostSignal: lock.NewLostSignal(), stop: make(chan struct{}), done: make(chan struct{})}
+	h := &Held{p: p, o: o, lost: lost.New(), stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})
 	go h.monitor(ready)
 	<-ready
-	o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug, "waited", lock.FormatAge(time.Since(start)))
+	o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug, "waited", fmtAge(time.Since(start)))
 	return h, nil
 }
 
@@ -338,7 +343,7 @@ var errPlaceLost = errors.New("this waiter's key is gone")
 // fails at once (lock.ErrUnreachable).
 func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
 	o = withDefaults(o)
-	c, err := dial(o.Path)
+	c, err := dial(o)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +353,7 @@ func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, erro
 	for {
 		if c == nil {
 			// The last place was given up by closing the client.
-			c, err = dial(o.Path)
+			c, err = dial(o)
 		}
 		if err == nil {
 			var h *Held
@@ -364,7 +369,7 @@ func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, erro
 			if c != nil {
 				c.close()
 			}
-			return nil, &lock.WaitError{Holder: seen, Waited: time.Since(start), Err: ctx.Err()}
+			return nil, &lock.WaitError{Seen: []*lock.Status{seen}, Waited: time.Since(start), Err: ctx.Err()}
 		case errors.Is(err, errPlaceLost) || errors.Is(err, concurrency.ErrSessionExpired):
 			o.Logger.Warn("this waiter's place in the etcd queue was lost (its lease expired while etcd was away?); queueing again at the back", "path", o.Path)
 		default:
@@ -438,7 +443,7 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 				if st != nil {
 					*seen = st
 				}
-				o.Logger.Info(line, "path", o.Path, "waited", lock.FormatAge(time.Since(start)))
+				o.Logger.Info(line, "path", o.Path, "waited", fmtAge(time.Since(start)))
 			}
 			report.Reset(o.Report)
 		}
@@ -468,7 +473,7 @@ func (p *place) waitingLine(ctx context.Context) (string, *lock.Status) {
 	if pos < 0 {
 		pos = len(kvs) // our key is not visible yet
 	}
-	return lock.WaitingLine(st, pos), st
+	return st.WaitingLine(pos), st
 }
 
 // list is the queue: every key under the prefix, oldest first.
@@ -497,11 +502,11 @@ func holderStatus(c *conn, kv *mvccpb.KeyValue) *lock.Status {
 }
 
 // TryAcquire takes the lock if nobody holds it or waits for it.
-func (b Backend) TryAcquire(o lock.Options) (lock.Locker, bool, error) {
+func (b Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 	o = withDefaults(o)
-	c, err := dial(o.Path)
+	c, err := dial(o)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.u.DialTimeout+callWait)
@@ -509,48 +514,67 @@ func (b Backend) TryAcquire(o lock.Options) (lock.Locker, bool, error) {
 	p, err := b.join(ctx, c, o)
 	if err != nil {
 		c.close()
-		return nil, false, err
+		return nil, err
 	}
 	switch err := p.m.TryLock(ctx); {
 	case errors.Is(err, concurrency.ErrLocked):
 		p.leave()
 		c.close()
-		return nil, false, nil
+		return nil, &lock.WaitError{Seen: []*lock.Status{holderSeen(ctx, c)}, Err: lock.ErrHeld}
 	case err != nil:
 		p.leave()
 		c.close()
-		return nil, false, err
+		return nil, err
 	}
 	h, err := p.held(o, start)
 	if err != nil {
 		p.leave()
 		c.close()
-		return nil, false, err
+		return nil, err
 	}
-	return h, true, nil
+	return h, nil
 }
 
 // Inspect reads the lock and its queue. The holder's heartbeat age is the
 // time since its lease was last renewed.
-func (Backend) Inspect(o lock.Options) (*lock.Status, error) {
-	c, err := dial(o.Path)
+func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
+	c, err := dial(o)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	st, _, err := inspect(c)
-	return st, err
+	st, queue, _, err := inspect(c)
+	if err != nil {
+		return nil, err
+	}
+	return &lock.Report{Path: o.Path, Locks: []*lock.Status{st}, Queue: queue}, nil
 }
 
-func inspect(c *conn) (*lock.Status, *mvccpb.KeyValue, error) {
+// Check reports what is wrong with o for an etcd lock, touching nothing.
+func (Backend) Check(o lock.Options) error {
+	_, err := etcdhelper.Check(o)
+	return err
+}
+
+// holderSeen is the holder as seen now, for a TryAcquire that met
+// contention; nil when it cannot be read.
+func holderSeen(ctx context.Context, c *conn) *lock.Status {
+	st, _, _, err := inspect(c)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+func inspect(c *conn) (*lock.Status, []lock.Waiter, *mvccpb.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
 	kvs, err := list(ctx, c)
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcd lock: reading %s: %w", c.prefix(), err)
+		return nil, nil, nil, fmt.Errorf("etcd lock: reading %s: %w", c.prefix(), err)
 	}
 	if len(kvs) == 0 {
-		return &lock.Status{State: lock.StateFree, Path: c.path}, nil, nil
+		return &lock.Status{State: lock.StateFree, Path: c.path}, nil, nil, nil
 	}
 	st := holderStatus(c, kvs[0])
 	now := time.Now()
@@ -562,7 +586,7 @@ func inspect(c *conn) (*lock.Status, *mvccpb.KeyValue, error) {
 		ttl, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(kvs[0].Lease))
 		switch {
 		case err != nil:
-			return nil, nil, fmt.Errorf("etcd lock: reading the holder's lease: %w", err)
+			return nil, nil, nil, fmt.Errorf("etcd lock: reading the holder's lease: %w", err)
 		case ttl.TTL < 0:
 			st.State, st.Alive = lock.StateStale, false
 			st.Reason = "its lease has expired"
@@ -575,15 +599,16 @@ func inspect(c *conn) (*lock.Status, *mvccpb.KeyValue, error) {
 	if st.Info == nil && st.State == lock.StateHeld {
 		st.Reason = "its record is not a gpuexec record"
 	}
+	var queue []lock.Waiter
 	for i, kv := range kvs[1:] {
 		w := lock.Waiter{Position: i + 1, Seq: uint64(kv.CreateRevision), Alive: true}
 		var rec record
 		if json.Unmarshal(kv.Value, &rec) == nil {
 			w.PID, w.Owner, w.Slug, w.Host, w.Since = rec.PID, rec.Owner, rec.Slug, rec.Host, rec.Since
 		}
-		st.Queue = append(st.Queue, w)
+		queue = append(queue, w)
 	}
-	return st, kvs[0], nil
+	return st, queue, kvs[0], nil
 }
 
 // Clear removes the holder's key if it is stale, or with force a live
@@ -594,12 +619,12 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	c, err := dial(o.Path)
+	c, err := dial(o)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	st, kv, err := inspect(c)
+	st, _, kv, err := inspect(c)
 	if err != nil || st.State == lock.StateFree {
 		return st, err
 	}
@@ -637,11 +662,7 @@ type Held struct {
 	mu       sync.Mutex
 	released bool
 
-	// Lost is closed when the lock may no longer be ours: the session
-	// ended, the key was deleted, or etcd has not confirmed the lease for
-	// two thirds of its TTL (so that the job can be stopped before the
-	// lease can expire).
-	*lock.LostSignal
+	lost *lost.Signal // see Lost
 	stop chan struct{}
 	done chan struct{}
 }
@@ -661,8 +682,16 @@ func (h *Held) Info() lock.Info {
 	return h.p.rec.Info
 }
 
+// Lost is closed when the lock may no longer be ours: the session ended,
+// the key was deleted, or etcd has not confirmed the lease for two thirds
+// of its TTL (so that the job can be stopped before the lease can expire).
+func (h *Held) Lost() <-chan struct{} { return h.lost.Lost() }
+
+// LostReason says why Lost was closed; nil while it is not.
+func (h *Held) LostReason() error { return h.lost.Reason() }
+
 func (h *Held) markLost(why error) {
-	h.MarkLost(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
+	h.lost.Mark(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
 }
 
 // monitor watches the session, the lease's renewals and the key until
@@ -774,7 +803,7 @@ func (h *Held) Release() error {
 	defer h.p.c.close()
 	h.p.sess.Orphan()
 	wait := callWait
-	if h.LostReason() != nil {
+	if h.lost.Reason() != nil {
 		// Most likely etcd is away: try no longer than a first contact.
 		wait = min(wait, h.p.c.u.DialTimeout)
 	}
@@ -797,3 +826,6 @@ func (h *Held) Release() error {
 	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	return nil
 }
+
+// fmtAge renders a duration as the log lines of every backend do.
+func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }

@@ -112,14 +112,16 @@ func acquire(t *testing.T, o lock.Options) lock.Locker {
 	return h
 }
 
-func statusOf(t *testing.T, o lock.Options) *lock.Status {
+func reportOf(t *testing.T, o lock.Options) *lock.Report {
 	t.Helper()
-	st, err := Backend{}.Inspect(o)
+	r, err := Backend{}.Inspect(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return r
 }
+
+func statusOf(t *testing.T, o lock.Options) *lock.Status { return reportOf(t, o).Locks[0] }
 
 // waitFor polls cond until it holds, failing after long.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -135,7 +137,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func queued(t *testing.T, o lock.Options, n int) func() bool {
-	return func() bool { return len(statusOf(t, o).Queue) == n }
+	return func() bool { return len(reportOf(t, o).Queue) == n }
 }
 
 // Contending holders never overlap: inside its critical section each one
@@ -161,10 +163,10 @@ func TestContentionZeroOverlaps(t *testing.T) {
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
-				st, err := Backend{}.Inspect(o)
+				r, err := Backend{}.Inspect(o)
 				if err != nil {
 					errs <- err
-				} else if st.Info == nil || st.Info.Token != h.Info().Token {
+				} else if st := r.Locks[0]; st.Info == nil || st.Info.Token != h.Info().Token {
 					errs <- fmt.Errorf("%s holds the lock, but etcd names %s", o.Slug, st.Holder())
 				}
 				runs.Add(1)
@@ -183,7 +185,7 @@ func TestContentionZeroOverlaps(t *testing.T) {
 	if overlaps.Load() != 0 || runs.Load() != workers*rounds {
 		t.Errorf("%d overlaps, %d of %d sections ran", overlaps.Load(), runs.Load(), workers*rounds)
 	}
-	if st := statusOf(t, lock.Options{Path: url}); st.State != lock.StateFree || len(st.Queue) != 0 {
+	if st := reportOf(t, lock.Options{Path: url}); st.Locks[0].State != lock.StateFree || len(st.Queue) != 0 {
 		t.Errorf("left behind: %+v", st)
 	}
 }
@@ -214,7 +216,7 @@ func TestFIFO(t *testing.T) {
 		})
 		waitFor(t, fmt.Sprintf("waiter %d queued", i), queued(t, o, i+1))
 	}
-	st := statusOf(t, o)
+	st := reportOf(t, o)
 	for i, w := range st.Queue {
 		if w.Position != i+1 || w.Slug != fmt.Sprint(i) || !w.Alive || w.Since == "" {
 			t.Errorf("queue[%d] = %+v", i, w)
@@ -247,35 +249,36 @@ func TestWaitingLineAndDeadline(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("gave up after %s, the deadline was 3s", d)
 	}
-	if werr.Holder == nil || !strings.HasPrefix(werr.Holder.Holder(), "channels/ep12 (pid ") {
-		t.Errorf("WaitError names %v", werr.Holder)
+	if !strings.HasPrefix(werr.Holders(), "channels/ep12 (pid ") {
+		t.Errorf("WaitError names %v", werr.Holders())
 	}
 	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) since \d\d:\d\d \(position 1 in queue\)`)
 	if n := len(re.FindAllString(logs.String(), -1)); n < 2 {
 		t.Errorf("%d waiting lines naming holder and position, want one at once and one per report:\n%s", n, logs.String())
 	}
-	if st := statusOf(t, lock.Options{Path: url}); len(st.Queue) != 0 {
+	if st := reportOf(t, lock.Options{Path: url}); len(st.Queue) != 0 {
 		t.Errorf("the waiter left its key: %+v", st.Queue)
 	}
 }
 
-// TryAcquire takes a free lock, and reports a held one as (nil, false,
-// nil) without leaving a key.
+// TryAcquire takes a free lock, and reports a held one as a WaitError
+// wrapping ErrHeld, naming the holder, without leaving a key.
 func TestTryAcquire(t *testing.T) {
 	srv := sharedEtcd(t)
 	o := lock.Options{Path: srv.URL(key(t), ""), Owner: "a", Slug: "b"}
-	h, ok, err := Backend{}.TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire of a free lock: %v, %v", ok, err)
+	h, err := Backend{}.TryAcquire(o)
+	if err != nil {
+		t.Fatalf("TryAcquire of a free lock: %v", err)
 	}
-	if _, ok, err := (Backend{}).TryAcquire(o); ok || err != nil {
-		t.Fatalf("TryAcquire of a held lock: %v, %v", ok, err)
+	var busy *lock.WaitError
+	if _, err := (Backend{}).TryAcquire(o); !errors.As(err, &busy) || !errors.Is(err, lock.ErrHeld) || busy.Holders() != holderOf(h) {
+		t.Fatalf("TryAcquire of a held lock: %v, want a WaitError wrapping ErrHeld naming %s", err, holderOf(h))
 	}
-	if st := statusOf(t, o); len(st.Queue) != 0 {
+	if st := reportOf(t, o); len(st.Queue) != 0 {
 		t.Errorf("TryAcquire left a key: %+v", st.Queue)
 	}
 	h.Release()
-	if st := statusOf(t, o); st.State != lock.StateFree {
+	if st := reportOf(t, o); st.Locks[0].State != lock.StateFree {
 		t.Errorf("after Release: %+v", st)
 	}
 }
@@ -287,7 +290,7 @@ func TestStatusAndClear(t *testing.T) {
 	srv := sharedEtcd(t)
 	url := srv.URL(key(t), "ttl=6s")
 	o := lock.Options{Path: url}
-	if st := statusOf(t, o); st.State != lock.StateFree || st.Describe() != "free" {
+	if st := reportOf(t, o); st.Locks[0].State != lock.StateFree || st.Describe() != "free" {
 		t.Fatalf("fresh lock: %+v", st)
 	}
 	var hlogs testlog.Buffer
@@ -374,7 +377,7 @@ func TestKeyWithoutLeaseIsStale(t *testing.T) {
 	if _, err := (Backend{}).Clear(o, false); err != nil {
 		t.Fatal(err)
 	}
-	if st := statusOf(t, o); st.State != lock.StateFree {
+	if st := reportOf(t, o); st.Locks[0].State != lock.StateFree {
 		t.Errorf("after clear: %+v", st)
 	}
 }
@@ -510,7 +513,7 @@ func TestUnreachableAtStart(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s with dial-timeout=500ms", d)
 	}
-	if _, _, err := (Backend{}).TryAcquire(lock.Options{Path: url}); !errors.Is(err, lock.ErrUnreachable) {
+	if _, err := (Backend{}).TryAcquire(lock.Options{Path: url}); !errors.Is(err, lock.ErrUnreachable) {
 		t.Errorf("TryAcquire: %v", err)
 	}
 	if _, err := (Backend{}).Inspect(lock.Options{Path: url}); !errors.Is(err, lock.ErrUnreachable) {
@@ -590,4 +593,9 @@ func TestAuth(t *testing.T) {
 	if err == nil {
 		t.Error("no credentials: no error")
 	}
+}
+
+func holderOf(h lock.Locker) string {
+	info := h.Info()
+	return info.Holder()
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package lock
+package etcdhelper
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/testlog"
+	"github.com/gpuexec/gpuexec/lock"
 )
 
 // A user that goes away while its job's process group still runs leaves
@@ -22,7 +23,7 @@ func TestAgentKeepsTheLockWhileTheJobRuns(t *testing.T) {
 	fa := fileAs{dir}
 	inProcessAgent(t, fa)
 	var logs testlog.Buffer
-	h, err := Etcd.Acquire(context.Background(), Options{Path: agentURL, Logger: testlog.Logger(&logs)})
+	h, err := viaHelper.Acquire(context.Background(), lock.Options{Path: agentURL, Logger: testlog.Logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestAgentKeepsTheLockWhileTheJobRuns(t *testing.T) {
 	if err := h.RecordChild(job.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	c := h.(*agentHeld).c
+	c := h.(*held).c
 	c.w.Close() // the user is gone, without a release
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(logs.String(), "keeping the lock until its job's process group ends") {
@@ -46,10 +47,10 @@ func TestAgentKeepsTheLockWhileTheJobRuns(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the log
 	}
-	file := fa.file(Options{Path: agentURL}).Path
-	st, err := Inspect(file, 0)
-	if err != nil || st.State != StateHeld {
-		t.Fatalf("lock while the job runs: %+v, %v", st, err)
+	file := fa.file(lock.Options{Path: agentURL}).Path
+	r, err := lock.Inspect(lock.Options{Path: file})
+	if err != nil || r.Locks[0].State != lock.StateHeld {
+		t.Fatalf("lock while the job runs: %+v, %v", r, err)
 	}
 	syscall.Kill(-job.Process.Pid, syscall.SIGKILL)
 	<-exited

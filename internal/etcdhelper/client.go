@@ -1,0 +1,499 @@
+package etcdhelper
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// Bounds on the helper's answers. A helper that does not answer in time is
+// killed; an etcd lease it held then expires by itself within its TTL.
+const (
+	callWait   = 15 * time.Second // RecordChild, Release
+	cancelWait = 10 * time.Second // a cancelled Acquire
+	exitWait   = 5 * time.Second  // the helper's exit after its last answer
+)
+
+// Backend is the lock.Backend of etcd:// locks that runs the helper
+// program (Name) for each operation and talks to it over a pipe.
+type Backend struct{}
+
+var _ lock.Backend = Backend{}
+
+// Check reports what is wrong with o for an etcd lock, touching nothing,
+// and returns its URL taken apart: the URL (see package etcdurl), the
+// durations and names (lock.Options' Validate), and devices, which an etcd
+// lock does not have. Package etcdlock checks with it too.
+func Check(o lock.Options) (*etcdurl.URL, error) {
+	if o.Path == "" {
+		return nil, &lock.OptionError{Option: "path", Problem: "must not be empty"}
+	}
+	u, err := etcdurl.Parse(o.Path)
+	if err != nil {
+		return nil, &lock.OptionError{Option: "path", Problem: err.Error()}
+	}
+	if len(o.Devices) > 0 {
+		return nil, &lock.OptionError{Option: "devices", Problem: "need a lock file: an etcd:// lock is one lock; give each GPU a key of its own (etcd://.../gpu0)"}
+	}
+	return u, o.Validate()
+}
+
+// Check is the package's Check.
+func (Backend) Check(o lock.Options) error {
+	_, err := Check(o)
+	return err
+}
+
+// conn is a running helper: requests go to its stdin, events come from its
+// stdout.
+type conn struct {
+	log hclog.Logger
+
+	mu     sync.Mutex // serializes writes
+	w      io.WriteCloser
+	events chan event
+	done   chan struct{} // closed when the helper's output ends
+	rerr   error         // why it ended, once done is closed
+
+	onLost func(reason string) // set once the lock is held
+	lostMu sync.Mutex
+
+	wait func() error // reaps the helper
+	kill func()
+}
+
+// start starts a helper; a variable so that tests can serve the protocol
+// in-process.
+var start = startProcess
+
+// helperPath finds the helper program.
+func helperPath() (string, error) {
+	if p := os.Getenv(Env); p != "" {
+		return p, nil
+	}
+	name := Name
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(Name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("lock: etcd:// locks need the helper program %s beside %s or on PATH "+
+		"(go install github.com/gpuexec/gpuexec/cmd/gpuexec-etcd@latest), or its path in %s", Name, filepath.Base(os.Args[0]), Env)
+}
+
+func startProcess(log hclog.Logger) (*conn, error) {
+	path, err := helperPath()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path)
+	cmd.Stderr = os.Stderr
+	procAttr(cmd)
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("lock: starting %s: %w", path, err)
+	}
+	c := newConn(log, w, r)
+	c.wait = cmd.Wait
+	c.kill = func() { cmd.Process.Kill() }
+	return c, nil
+}
+
+func newConn(log hclog.Logger, w io.WriteCloser, r io.Reader) *conn {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	c := &conn{log: log, w: w, events: make(chan event, 8), done: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+func (c *conn) read(r io.Reader) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var ev event
+		if err := dec.Decode(&ev); err != nil {
+			c.rerr = err
+			close(c.done)
+			c.lostMu.Lock()
+			on := c.onLost
+			c.lostMu.Unlock()
+			if on != nil {
+				on("the " + Name + " helper that held the lock exited (" + err.Error() + ")")
+			}
+			return
+		}
+		switch ev.Event {
+		case "log":
+			level := hclog.LevelFromString(ev.Level)
+			if level == hclog.NoLevel {
+				level = hclog.Info
+			}
+			c.log.Log(level, ev.Msg, ev.Args...)
+		case "lost":
+			c.lostMu.Lock()
+			on := c.onLost
+			c.lostMu.Unlock()
+			if on != nil {
+				on(ev.Error)
+			}
+		default:
+			select {
+			case c.events <- ev:
+			default:
+				c.log.Debug("unexpected answer from the etcd helper", "event", ev.Event)
+			}
+		}
+	}
+}
+
+func (c *conn) send(req request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = c.w.Write(append(b, '\n'))
+	return err
+}
+
+// next is the helper's next answer, within limit (0: no limit).
+func (c *conn) next(limit time.Duration) (event, error) {
+	var timeout <-chan time.Time
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case ev := <-c.events:
+		return ev, nil
+	case <-c.done:
+		// An answer may have come just before the end.
+		select {
+		case ev := <-c.events:
+			return ev, nil
+		default:
+		}
+		return event{}, c.gone()
+	case <-timeout:
+		return event{}, fmt.Errorf("lock: the %s helper did not answer within %s", Name, limit)
+	}
+}
+
+func (c *conn) gone() error {
+	return fmt.Errorf("lock: the %s helper exited unexpectedly (%v)", Name, c.rerr)
+}
+
+// close ends the helper: EOF on its stdin, then it exits; killed if it does
+// not within exitWait.
+func (c *conn) close() {
+	c.w.Close()
+	t := time.NewTimer(exitWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		if c.kill != nil {
+			c.kill()
+		}
+		<-c.done
+	}
+	if c.wait != nil {
+		c.wait()
+	}
+}
+
+// open checks o, starts a helper and sends the hello and the request,
+// then reads the helper's hello: a helper of another protocol is refused
+// (and ended) before it does anything.
+func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
+	if _, err := Check(o); err != nil {
+		return nil, err
+	}
+	c, err := start(o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	level := "info"
+	if o.Logger != nil {
+		level = o.Logger.GetLevel().String()
+	}
+	req := request{Op: op, Path: o.Path, Owner: o.Owner, Slug: o.Slug, Report: o.Report, Stale: o.Stale, Level: level}
+	if edit != nil {
+		edit(&req)
+	}
+	// Both lines at once: a helper of an older protocol takes the hello
+	// for its request and refuses it, and never reads the second.
+	// (An old helper may have exited before the second line: its answer
+	// says why.)
+	serr := errors.Join(c.send(request{Op: "hello", Protocol: Protocol}), c.send(req))
+	ev, err := c.next(callWait)
+	switch {
+	case err != nil && serr != nil:
+		c.close()
+		return nil, fmt.Errorf("lock: talking to the %s helper: %w", Name, serr)
+	case err != nil:
+		c.close()
+		return nil, err
+	case ev.Event == "hello" && ev.Protocol == Protocol && serr != nil:
+		c.close()
+		return nil, fmt.Errorf("lock: talking to the %s helper: %w", Name, serr)
+	case ev.Event == "hello" && ev.Protocol == Protocol:
+		return c, nil
+	case ev.Event == "hello":
+		c.close()
+		return nil, mismatch(fmt.Sprintf("gpuexec speaks protocol %d", Protocol), fmt.Sprintf("the helper %d", ev.Protocol))
+	case ev.Event == "error" && ev.Kind == "version":
+		c.close()
+		return nil, kindError(ev.Error, "invalid")
+	default:
+		// A helper from before protocol 2 answers the hello with an
+		// unknown-request error.
+		c.close()
+		return nil, mismatch(fmt.Sprintf("gpuexec speaks protocol %d", Protocol), fmt.Sprintf("the helper an older one: it answered %q", ev.Error))
+	}
+}
+
+func answerError(ev event) error {
+	if ev.Event == "error" {
+		return kindError(ev.Error, ev.Kind)
+	}
+	return fmt.Errorf("lock: unexpected answer %q from the %s helper", ev.Event, Name)
+}
+
+// Acquire queues for the lock through a helper.
+func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
+	begin := time.Now()
+	c, err := open("hold", o, func(r *request) { r.Wait = true })
+	if err != nil {
+		return nil, err
+	}
+	var ev event
+	select {
+	case ev = <-c.events:
+	case <-c.done:
+		if ev, err = c.next(0); err != nil {
+			c.close()
+			return nil, err
+		}
+	case <-ctx.Done():
+		c.send(request{Op: "cancel"})
+		ev, err = c.next(cancelWait)
+		if err != nil {
+			c.close()
+			return nil, &lock.WaitError{Waited: time.Since(begin), Err: ctx.Err()}
+		}
+	}
+	switch ev.Event {
+	case "held":
+		h := newHeld(c, o, ev.Info)
+		if ctx.Err() != nil {
+			// Got it just as the caller gave up.
+			h.Release()
+			return nil, &lock.WaitError{Waited: time.Since(begin), Err: ctx.Err()}
+		}
+		return h, nil
+	case "waited":
+		c.close()
+		err := ctx.Err()
+		if err == nil {
+			err = context.Canceled
+		}
+		return nil, &lock.WaitError{Seen: ev.Seen, Waited: ev.Waited, Err: err}
+	default:
+		c.close()
+		return nil, answerError(ev)
+	}
+}
+
+// TryAcquire takes the lock through a helper if it is free and nobody is
+// queued; contention is a *lock.WaitError wrapping lock.ErrHeld.
+func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
+	c, err := open("hold", o, nil)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := c.next(0)
+	switch {
+	case err != nil:
+		c.close()
+		return nil, err
+	case ev.Event == "held":
+		return newHeld(c, o, ev.Info), nil
+	case ev.Event == "busy":
+		c.close()
+		return nil, &lock.WaitError{Seen: ev.Seen, Err: lock.ErrHeld}
+	default:
+		c.close()
+		return nil, answerError(ev)
+	}
+}
+
+// Inspect reads the lock and its queue through a helper.
+func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
+	c, err := open("status", o, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	ev, err := c.next(0)
+	switch {
+	case err != nil:
+		return nil, err
+	case ev.Event == "report" && ev.Report != nil:
+		return ev.Report, nil
+	default:
+		return nil, answerError(ev)
+	}
+}
+
+// Clear clears the lock through a helper.
+func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
+	c, err := open("clear", o, func(r *request) { r.Force = force })
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	ev, err := c.next(0)
+	switch {
+	case err != nil:
+		return nil, err
+	case ev.Event == "cleared" && ev.Error != "":
+		return ev.Status, kindError(ev.Error, ev.Kind)
+	case ev.Event == "cleared":
+		return ev.Status, nil
+	default:
+		return nil, answerError(ev)
+	}
+}
+
+// held is a lock held by a helper on our behalf.
+type held struct {
+	c    *conn
+	path string
+	info lock.Info
+	log  hclog.Logger
+
+	mu       sync.Mutex
+	released bool
+	lost     *lost.Signal
+}
+
+func newHeld(c *conn, o lock.Options, info *lock.Info) *held {
+	h := &held{c: c, path: o.Path, log: o.Logger, lost: lost.New()}
+	if h.log == nil {
+		h.log = hclog.NewNullLogger()
+	}
+	if info != nil {
+		h.info = *info
+	}
+	c.lostMu.Lock()
+	c.onLost = h.markLost
+	c.lostMu.Unlock()
+	select {
+	case <-c.done: // the helper is already gone
+		h.markLost(c.gone().Error())
+	default:
+	}
+	return h
+}
+
+func (h *held) markLost(reason string) {
+	h.mu.Lock()
+	released := h.released
+	h.mu.Unlock()
+	if released {
+		return
+	}
+	h.lost.Mark(errors.New(reason), func() {
+		select {
+		case <-h.c.done:
+			// The helper could not say so itself.
+			h.log.Error("GPU lock lost", "path", h.path, "reason", reason)
+		default:
+		}
+	})
+}
+
+func (h *held) Path() string          { return h.path }
+func (h *held) Lost() <-chan struct{} { return h.lost.Lost() }
+func (h *held) LostReason() error     { return h.lost.Reason() }
+
+func (h *held) Info() lock.Info {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.info
+}
+
+func (h *held) RecordChild(pgid int) error {
+	if err := h.c.send(request{Op: "child", PGID: pgid}); err != nil {
+		return err
+	}
+	ev, err := h.c.next(callWait)
+	switch {
+	case err != nil:
+		return err
+	case ev.Event == "ok":
+		h.mu.Lock()
+		h.info.ChildPGID = pgid
+		h.mu.Unlock()
+		return nil
+	default:
+		return answerError(ev)
+	}
+}
+
+func (h *held) Release() error {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return nil
+	}
+	h.released = true
+	h.mu.Unlock()
+	defer h.c.close()
+	if err := h.c.send(request{Op: "release"}); err != nil {
+		return fmt.Errorf("lock: release: the %s helper is gone; the lock frees itself when its lease expires: %w", Name, err)
+	}
+	ev, err := h.c.next(callWait)
+	switch {
+	case err != nil:
+		return fmt.Errorf("lock: release: %w", err)
+	case ev.Event != "released":
+		return answerError(ev)
+	case ev.Error != "":
+		return errors.New(ev.Error)
+	}
+	return nil
+}

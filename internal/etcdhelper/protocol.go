@@ -1,0 +1,124 @@
+// Package etcdhelper is the conversation between gpuexec and its etcd
+// helper, gpuexec-etcd: the client side (Backend, a lock.Backend that
+// starts the helper) and the helper's side (Serve). The etcd client (gRPC,
+// protobuf) is linked into the helper only, so that gpuexec, which runs far
+// more often with a lock file, does not pay for its start-up.
+//
+// The protocol is JSON lines over the helper's stdin and stdout, versioned:
+// the client's first line is a hello naming Protocol, and the helper
+// answers with its own hello before anything else, so that a gpuexec and a
+// gpuexec-etcd of different releases (installed separately) refuse each
+// other with one clear line before any lock is touched. Then one request:
+//
+//   - status: one answer, "report" (the lock and its queue);
+//   - clear: one answer, "cleared" (the lock as judged, and an error such
+//     as lock.ErrHeld);
+//   - hold: "held" (the record), "busy" (try: contention) or "waited" (the
+//     wait ended, with the holder seen); while held, "child" and "release"
+//     requests are answered "ok" and "released", and "lost" may come at any
+//     time. "log" lines (the backend's log) come at any time.
+//
+// Every value that crosses is a type with JSON tags: request, event,
+// lock.Info, lock.Status, lock.Report, lock.Waiter.
+package etcdhelper
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// Protocol is the version of the conversation this package speaks. Both
+// sides refuse any other.
+const Protocol = 2
+
+// Name is the helper program. It is looked for in $GPUEXEC_ETCD_AGENT (a
+// path, Env), beside the running executable, then on PATH.
+const Name = "gpuexec-etcd"
+
+// Env names the environment variable that points at the helper.
+const Env = "GPUEXEC_ETCD_AGENT"
+
+// request is one line from the user of a lock to the helper.
+type request struct {
+	// Op is hello (the first line), then status, clear or hold (the
+	// second); cancel (while waiting); child or release (while holding).
+	Op       string `json:"op"`
+	Protocol int    `json:"protocol,omitempty"` // hello
+	// Wait: hold queues until held (or cancel); without it, hold tries
+	// once.
+	Wait   bool          `json:"wait,omitempty"`
+	Path   string        `json:"path,omitempty"`
+	Owner  string        `json:"owner,omitempty"`
+	Slug   string        `json:"slug,omitempty"`
+	Report time.Duration `json:"report,omitempty"`
+	Stale  time.Duration `json:"stale,omitempty"`
+	Force  bool          `json:"force,omitempty"`
+	PGID   int           `json:"pgid,omitempty"`
+	// Level is the lowest log level the user wants forwarded.
+	Level string `json:"level,omitempty"`
+}
+
+// event is one line from the helper.
+type event struct {
+	// Event is hello (the first line); log, lost (any time); report,
+	// cleared, held, busy, waited, error (answers to the request); ok,
+	// released (answers to child and release).
+	Event    string         `json:"event"`
+	Protocol int            `json:"protocol,omitempty"` // hello
+	Level    string         `json:"level,omitempty"`
+	Msg      string         `json:"msg,omitempty"`
+	Args     []any          `json:"args,omitempty"`
+	Info     *lock.Info     `json:"info,omitempty"`
+	Status   *lock.Status   `json:"status,omitempty"`
+	Report   *lock.Report   `json:"report,omitempty"`
+	Seen     []*lock.Status `json:"seen,omitempty"`
+	Waited   time.Duration  `json:"waited,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	Kind     string         `json:"kind,omitempty"` // invalid, unreachable, held
+}
+
+// errKind is the kind of err carried in event.Kind, so that errors.Is works
+// across the pipe.
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, lock.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, lock.ErrUnreachable):
+		return "unreachable"
+	case errors.Is(err, lock.ErrHeld):
+		return "held"
+	}
+	return ""
+}
+
+// remoteError is an error reported by the helper, wrapping the sentinel of
+// its kind.
+type remoteError struct {
+	msg  string
+	kind error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
+func kindError(msg, kind string) error {
+	var k error
+	switch kind {
+	case "invalid":
+		k = lock.ErrInvalid
+	case "unreachable":
+		k = lock.ErrUnreachable
+	case "held":
+		k = lock.ErrHeld
+	}
+	return &remoteError{msg: msg, kind: k}
+}
+
+// mismatch says that the two sides speak different protocols.
+func mismatch(client, helper string) error {
+	return fmt.Errorf("%w: gpuexec and %s are from different releases (%s; %s): install both from the same release "+
+		"(go install github.com/gpuexec/gpuexec/...@VERSION)", lock.ErrInvalid, Name, client, helper)
+}

@@ -1,0 +1,38 @@
+package etcdurl
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	u, err := Parse("etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2379/gpuexec/render-box/?ttl=30s&dial-timeout=2s&cacert=/ca.pem&cert=/c.pem&key=/k.pem&user=gx&password-file=/pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := URL{
+		Endpoints: []string{"10.0.0.1:2379", "10.0.0.2:2379", "[::1]:2379"}, Key: "/gpuexec/render-box",
+		TTL: 30 * time.Second, DialTimeout: 2 * time.Second, CACert: "/ca.pem", Cert: "/c.pem", CertKey: "/k.pem",
+		User: "gx", PasswordFile: "/pw",
+	}
+	if strings.Join(u.Endpoints, " ") != strings.Join(want.Endpoints, " ") || u.Key != want.Key || u.TTL != want.TTL ||
+		u.DialTimeout != want.DialTimeout || u.CACert != want.CACert || u.Cert != want.Cert || u.CertKey != want.CertKey ||
+		u.User != want.User || u.PasswordFile != want.PasswordFile || !u.TLS() {
+		t.Errorf("got %+v\nwant %+v", *u, want)
+	}
+	u, err = Parse("etcd://h:2379/k")
+	if err != nil || u.TTL != DefaultTTL || u.DialTimeout != DefaultDialTimeout || u.TLS() || u.Key != "/k" {
+		t.Errorf("defaults: %+v, %v", u, err)
+	}
+	for _, bad := range []string{
+		"etcd://h:2379", "etcd://h:2379/", "etcd://h:2379//", "etcd://h:2379/a//b", "etcd:///k", "etcd://h/k",
+		"etcd://h:0/k", "etcd://h:99999/k", "etcd://u:p@h:1/k", "etcd://h:1/k#f", "etcd://h:1/k?ttl=1s",
+		"etcd://h:1/k?ttl=2500ms", "etcd://h:1/k?ttl=x", "etcd://h:1/k?dial-timeout=-1s", "etcd://h:1/k?cert=/c",
+		"etcd://h:1/k?password-file=/p", "etcd://h:1/k?ttl=2s&ttl=3s", "etcd://h:1/k?what=1", "/tmp/gpu.lock",
+	} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted it", bad)
+		}
+	}
+}

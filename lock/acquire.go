@@ -1,0 +1,714 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/internal/proc"
+)
+
+// The acquisition core: one path for a single lock and for a device set (a
+// single lock is the device set whose one lock file is the anchor itself).
+// A try (attempt) runs under the anchor's guard: it takes or keeps a ticket
+// (queuePlace), settles every lock file (clearing stale ones), and takes
+// the locks only at the head of the queue. Between tries a waiter sleeps in
+// waitForChange until something it waits for may have changed.
+
+// place is a waiter's place in the queue between its tries: the queue as
+// it sees it, its ticket (nil until it has one), its position at the last
+// try, and what it knows of a head that does not take a free lock.
+type place struct {
+	q      *queue
+	queued bool // it takes a ticket (Acquire); TryAcquire does not
+	tk     *ticket
+	pos    int // 1 for the head; 0 when not queued
+	// pass is how many live waiters ahead this try may pass: those
+	// that left the lock free for longer than headGrace each (see
+	// waitForChange).
+	pass int
+	// freeSince is when this waiter, behind the head, first found a
+	// lock it waits for free and not taken; zero when it did not.
+	freeSince time.Time
+}
+
+func (pl *place) seq() uint64 {
+	if pl.tk == nil {
+		return 0
+	}
+	return pl.tk.seq
+}
+
+// queueFor is Acquire's waiting loop: one try without a ticket (the common
+// case, a free lock and nobody queued, needs no ticket and no watch), then
+// a ticket and tries whenever something may have changed, until a try gets
+// the lock, ctx ends, or an error. The release of any of t's lock files
+// wakes it.
+func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
+	start := time.Now()
+	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
+		return nil, err
+	}
+	acquired := func(*Held) {
+		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
+			"waited", fmtAge(time.Since(start)))
+	}
+	pl := &place{q: newQueue(o.Path, t.paths)}
+	h, seen, err := attempt(ctx, o, t, pl)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, &WaitError{Waited: time.Since(start), Err: ctx.Err()}
+	case err != nil:
+		return nil, err
+	case h != nil:
+		acquired(h)
+		return h, nil
+	}
+	// Watch before the next look, so that no release goes unnoticed.
+	wk, werr := newWaker(o.Path, t.paths)
+	if werr != nil {
+		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
+	}
+	defer wk.close()
+	// What the record says of this process is the same at every try:
+	// work it out while waiting, not when the lock is handed over.
+	proc.HostName()
+	selfStartOnce.Do(findSelfStart)
+
+	pl.queued = true
+	defer func() { pl.tk.drop() }()
+	var nextReport time.Time
+	poll := time.NewTimer(o.Poll)
+	defer poll.Stop()
+	probe := time.NewTicker(livenessProbe)
+	defer probe.Stop()
+	for {
+		last := seen
+		h, seen, err = attempt(ctx, o, t, pl)
+		pl.pass = 0
+		if seen == nil {
+			seen = last // a try cut short by ctx saw nothing new
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+			}
+			return nil, err
+		}
+		if h != nil {
+			acquired(h)
+			return h, nil
+		}
+		if now := time.Now(); !now.Before(nextReport) {
+			o.Logger.Info(waitingLine(seen, pl.pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			nextReport = now.Add(o.Report)
+		}
+		poll.Reset(o.Poll)
+		if !waitForChange(ctx, o, seen, pl, wk, poll, probe) {
+			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+		}
+		pl.tk.touch(o.Heartbeat)
+	}
+}
+
+// livenessProbe is how often a waiter checks whether the holder's job is
+// gone (its liveness lock free, or for the seed's records its pid gone): a
+// non-blocking kernel-lock test or kill(pid, 0), a few microseconds each.
+const livenessProbe = 100 * time.Millisecond
+
+// headGrace is how long the head of the queue may leave a free lock
+// untaken before the waiter behind it takes it instead. A live head takes a
+// released lock within milliseconds; one that does not is stopped (Ctrl+Z,
+// SIGSTOP, a debugger) or starved, and must not keep the GPU idle while
+// others wait. It keeps its ticket, and with it its place at the front
+// once it runs again. Each further waiter behind passes one more such head
+// after one more headGrace, so that live waiters keep their order.
+const headGrace = 2 * time.Second
+
+// waitForChange blocks until something may have changed for the waiter at
+// pl: for the head of the queue, a release seen in the folder or a holder
+// found gone by the liveness probe; for a waiter behind it, the live rival
+// ticket just ahead of its own leaving the queue (found by the folder's
+// events, or by the probe where its waiter died), none live left ahead (it
+// is the head now), or a lock it waits for left free by the waiters ahead
+// for long enough to pass them (see headGrace); for any, a lock turning
+// stale or the poll timer. Releases do not wake a waiter behind the head:
+// the head takes the lock, and waking the others would only cost them CPU
+// at every handoff. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+	// A lock turns stale at a known time (a record never written, a
+	// heartbeat that stopped): look again then, not a poll later.
+	var staleC <-chan time.Time
+	if at, ok := turnsStale(o, seen); ok {
+		t := time.NewTimer(time.Until(at) + staleMargin)
+		defer t.Stop()
+		staleC = t.C
+	}
+	seq := pl.seq()
+	head := pl.pos <= 1 || seq == 0
+	var ahead string // the ticket this waiter follows, behind the head
+	if head {
+		pl.freeSince = time.Time{}
+		if wk.watchReleases() {
+			// The folder was not watched until now: a release
+			// before then went unseen.
+			if _, free := look(o, seen); free {
+				return true
+			}
+		}
+	} else if ahead = follow(pl, wk); ahead == "" {
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-staleC:
+			return true
+		case <-wk.C():
+			if head {
+				return true
+			}
+		case <-wk.Left():
+			if head {
+				continue
+			}
+			was := ahead
+			if ahead = follow(pl, wk); ahead == "" {
+				return true // nobody live ahead: the head now
+			}
+			if ahead != was {
+				pl.freeSince = time.Time{}
+			}
+		case <-poll.C:
+			return true
+		case <-probe.C:
+			if !head {
+				// A waiter ahead that died leaves its ticket:
+				// follow the next one ahead (the front of the
+				// queue prunes dead tickets).
+				if !ticketAlive(ahead) {
+					pl.freeSince = time.Time{}
+					if ahead = follow(pl, wk); ahead == "" {
+						return true
+					}
+				}
+				if pl.passHeads(time.Now()) {
+					return true
+				}
+				continue
+			}
+			for _, st := range seen {
+				if holderGone(st) {
+					return true
+				}
+			}
+		}
+	}
+}
+
+// passHeads is the probe of a waiter behind the head: it notes whether a
+// lock it waits for is free, and reports whether the waiters ahead have
+// left it free long enough (headGrace for each) to be passed, setting
+// pl.pass for the next try.
+func (pl *place) passHeads(now time.Time) bool {
+	free := false
+	for _, p := range pl.q.paths {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			free = true
+			break
+		}
+	}
+	if !free {
+		pl.freeSince = time.Time{}
+		return false
+	}
+	if pl.freeSince.IsZero() {
+		pl.freeSince = now
+	}
+	k := max(pl.pos-1, 1)
+	if now.Sub(pl.freeSince) < time.Duration(k)*headGrace {
+		return false
+	}
+	pl.pass = k
+	// Should the try not take it (the head took it meanwhile, or a
+	// device set needs more), look again only a grace later.
+	pl.freeSince = now
+	return true
+}
+
+// follow finds the live rival ticket nearest ahead of pl's and has wk
+// watch it, returning its path, or "" when no live rival is ahead.
+func follow(pl *place, wk *waker) string {
+	seq := pl.seq()
+	for range maxAttempts {
+		tickets, err := listTickets(pl.q.anchor)
+		if err != nil {
+			return ""
+		}
+		var ahead string
+		for i := len(tickets) - 1; i >= 0; i-- {
+			if t := tickets[i]; t.seq < seq && pl.q.rival(t) && ticketAlive(t.path) {
+				ahead = t.path
+				break
+			}
+		}
+		if ahead == "" {
+			return ""
+		}
+		if wk.follow(ahead) {
+			return ahead
+		}
+		// Gone between the listing and the watch: list again.
+	}
+	return ""
+}
+
+// staleMargin is added to the time a lock turns stale before looking again,
+// so that the look finds it stale.
+const staleMargin = 10 * time.Millisecond
+
+// turnsStale is the earliest time at which one of the held locks seen turns
+// stale by its mtime alone.
+func turnsStale(o Options, seen []*Status) (time.Time, bool) {
+	var at time.Time
+	for _, st := range seen {
+		if st == nil || st.State != StateHeld || st.orphan != "" {
+			continue
+		}
+		t := st.ModTime.Add(o.Stale)
+		if st.Info == nil {
+			t = st.ModTime.Add(WriteGrace)
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// look re-reads and judges the locks seen, without the guard, reporting
+// whether any is free or stale (or cannot be read: trying will tell why).
+func look(o Options, seen []*Status) ([]*Status, bool) {
+	fresh := make([]*Status, len(seen))
+	for i, st := range seen {
+		if st == nil {
+			return seen, true
+		}
+		now, err := readStatus(st.Path)
+		if err != nil || now.State == StateFree {
+			return seen, true
+		}
+		judge(now, time.Now(), o.Stale, osProber{lockPath: st.Path})
+		if now.State != StateHeld {
+			return seen, true // stale: trying clears it
+		}
+		fresh[i] = now
+	}
+	return fresh, false
+}
+
+// holderGone is the liveness probe: whether the holder seen in st has
+// visibly ended (its liveness lock is free, or its pid is gone).
+func holderGone(st *Status) bool {
+	if st != nil && st.orphan != "" {
+		// Gone, or free: the job whose record was removed ended (a try
+		// under the guard tells which).
+		held, _, _ := probeLiveFile(st.orphan)
+		return !held
+	}
+	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
+		return false
+	}
+	if held, known, _ := probeLive(st.Path, st.Info.Token); known {
+		return !held
+	}
+	return !proc.Alive(st.Info.PID)
+}
+
+// waitingLine is the line a waiter logs:
+// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)";
+// for several devices, each device's holder.
+func waitingLine(seen []*Status, pos int) string {
+	var s string
+	switch {
+	case len(seen) == 1 && seen[0] != nil && seen[0].State != StateFree:
+		s = "waiting for GPU lock: held by " + heldBy(seen[0])
+	case len(seen) > 1:
+		parts := make([]string, 0, len(seen))
+		for _, st := range seen {
+			if st == nil {
+				continue
+			}
+			name := filepath.Base(st.Path)
+			if st.State == StateFree {
+				parts = append(parts, name+" free")
+			} else {
+				parts = append(parts, name+" held by "+heldBy(st))
+			}
+		}
+		s = "waiting for GPU locks: " + strings.Join(parts, ", ")
+	default:
+		s = "waiting for GPU lock: free, but earlier arrivals go first"
+	}
+	if pos > 0 {
+		s += fmt.Sprintf(" (position %d in queue)", pos)
+	}
+	return s
+}
+
+// holders names who is in the way in seen, for messages (see
+// WaitError.Holders).
+func holders(seen []*Status) string {
+	if len(seen) == 0 || seen[0] == nil || seen[0].Device == "" {
+		if len(seen) > 0 && seen[0] != nil && seen[0].State != StateFree {
+			return seen[0].Holder()
+		}
+		return "another job"
+	}
+	parts := make([]string, 0, len(seen))
+	for _, st := range seen {
+		if st == nil {
+			continue
+		}
+		who := "free"
+		if st.State != StateFree {
+			who = st.Holder()
+		}
+		parts = append(parts, "GPU "+st.Device+": "+who)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// heldBy is "channels/ep12 (pid 4242) since 20:18", with the reason when
+// the lock is odd.
+func heldBy(st *Status) string {
+	s := st.Holder()
+	if st.Info != nil {
+		if t := st.Info.Acquired(); !t.IsZero() {
+			s += " since " + t.Local().Format("15:04")
+		}
+	}
+	if st.Reason != "" {
+		s += " (" + st.Reason + ")"
+	}
+	return s
+}
+
+// errGuardStuck says the guard has been held for longer than any step
+// under it takes.
+func errGuardStuck(path string) error {
+	return fmt.Errorf("lock: another process has held %s for over %s; is a gpuexec stopped (SIGSTOP) mid-step?", path+guardSuffix, clearGuardWait)
+}
+
+// maxAttempts bounds how often one attempt re-tries after clearing a stale
+// lock or finding the lock released under it.
+const maxAttempts = 4
+
+// attempt makes one try for t's locks under the anchor's guard (o.Path),
+// from the place pl (see place; one that is queued gets a ticket now if it
+// has none, or anew if its ticket was pruned because its waiter stopped for
+// longer than Options.Stale). Every lock file is settled under its own
+// guard, which is kept until the try ends (for a single lock that is the
+// anchor's), so that the free ones stay free among gpuexec processes until
+// they are created; a stale lock is cleared whatever the caller's place.
+// With t.need of them free it takes them, at the head of the queue or
+// passing heads that left them free (pl.pass), all at once or none. It
+// returns the held lock, or nil and the locks as seen.
+func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+	if pl.tk == nil {
+		// With devices the anchor is no lock, but a user's --lock:
+		// what is there must be a lock file too, or nothing.
+		for _, p := range t.checked(o.Path) {
+			if err := refuseNonLock(p); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	g, err := takeGuard(ctx, o.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer g.release()
+	before, err := queuePlace(g, o, pl)
+	if err != nil {
+		return nil, nil, err
+	}
+	var seen []*Status
+	for range maxAttempts {
+		var guards []*guard
+		if seen, guards, err = settleAll(ctx, o, t); err != nil {
+			return nil, nil, err
+		}
+		var free []int
+		for i, st := range seen {
+			if st.State == StateFree {
+				free = append(free, i)
+			}
+		}
+		if before > pl.pass || len(free) < t.need {
+			releaseGuards(guards)
+			return nil, seen, nil
+		}
+		h, err := create(o, t, free[:t.need])
+		releaseGuards(guards)
+		if errors.Is(err, os.ErrExist) {
+			continue // someone outside the queue (the Node tool) was faster
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if before > 0 {
+			what := "the free GPU lock"
+			if t.names != nil {
+				what = "free GPUs"
+			}
+			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left it untaken for %s (stopped?); they keep their places", what, before, headGrace), "path", o.Path)
+		}
+		pl.leave()
+		return h, nil, nil
+	}
+	return nil, seen, nil
+}
+
+// settleAll settles each of t's lock files under its own guard (the
+// anchor's, held by the caller, for a single lock), returning them as seen
+// and the guards taken, which the caller releases.
+func settleAll(ctx context.Context, o Options, t target) ([]*Status, []*guard, error) {
+	seen := make([]*Status, len(t.paths))
+	var guards []*guard
+	for i, p := range t.paths {
+		if p != o.Path {
+			gd, err := takeGuard(ctx, p)
+			if err != nil {
+				releaseGuards(guards)
+				return nil, nil, err
+			}
+			guards = append(guards, gd)
+		}
+		st, err := settle(o, p)
+		if err != nil {
+			releaseGuards(guards)
+			return nil, nil, err
+		}
+		if t.names != nil {
+			st.Device = t.names[i]
+		}
+		seen[i] = st
+	}
+	return seen, guards, nil
+}
+
+func releaseGuards(guards []*guard) {
+	for _, g := range guards {
+		g.release()
+	}
+}
+
+// create takes the locks t.paths[idx...], all or none: for each, the
+// liveness lock, then the record. Call with every guard held and the locks
+// settled free.
+func create(o Options, t target, idx []int) (*Held, error) {
+	h := &Held{o: o, lost: lost.New()}
+	for _, i := range idx {
+		l, err := createOne(o, t.paths[i], h.lost)
+		if err != nil {
+			// Roll back under the guards the caller holds.
+			for _, got := range h.locks {
+				got.stopHeartbeat()
+				got.removeGuarded()
+			}
+			return nil, err
+		}
+		h.locks = append(h.locks, l)
+		if t.names != nil {
+			h.devices = append(h.devices, t.names[i])
+		}
+	}
+	return h, nil
+}
+
+// createOne takes the liveness lock of the lock file at path, then creates
+// its record.
+func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
+	info := newInfo(o)
+	live, err := takeLive(path, info.Token)
+	if err != nil {
+		return nil, err
+	}
+	if err := createRecord(path, info); err != nil {
+		live.release()
+		return nil, err
+	}
+	o.Path = path
+	return newFileLock(o, info, live, ls), nil
+}
+
+// refuseNonLock refuses, before anything is created beside it (the guard,
+// a ticket), a lock path that is no lock gpuexec may use: not a regular
+// file, or a file that is not a lock record (see ErrNotLock). A missing
+// file is no error. It is checked until the caller has a ticket; after
+// that, settle refuses such a file just the same.
+func refuseNonLock(path string) error {
+	_, err := readStatus(path)
+	return err
+}
+
+// queuePlace makes sure a queued caller has a ticket and returns how many
+// live rival waiters are ahead of it, setting pl.pos (0 when not queued).
+// Call with the guard held.
+func queuePlace(g *guard, o Options, pl *place) (before int, err error) {
+	if pl.queued {
+		if pl.tk != nil && !pl.tk.exists() {
+			o.Logger.Warn("this waiter's queue ticket was pruned; queueing again at the back", "path", o.Path)
+			pl.tk.drop()
+			pl.tk = nil
+		}
+		if pl.tk == nil {
+			if pl.tk, err = takeTicket(g, o, pl.q); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if before, err = ahead(pl.q, pl.seq(), o.Stale); err != nil {
+		return 0, err
+	}
+	pl.pos = 0
+	if pl.queued {
+		pl.pos = before + 1
+	}
+	return before, nil
+}
+
+// leave drops the caller's ticket once it holds the lock.
+func (pl *place) leave() {
+	pl.tk.drop()
+	pl.tk = nil
+}
+
+// settle reads the lock at path and clears it if it is stale (logging
+// why), returning it free or held. A lock that keeps changing under it is
+// returned as last judged. A lock whose record is gone counts as held while
+// a liveness file beside it is still locked: the job of a holder whose
+// record was removed (clear --force) still runs. Call with the guard held.
+func settle(o Options, path string) (*Status, error) {
+	var st *Status
+	for range maxAttempts {
+		var err error
+		if st, err = readStatus(path); err != nil {
+			return nil, err
+		}
+		if st.State == StateFree {
+			if busy := sweep(path); busy != nil {
+				return busy, nil
+			}
+			return st, nil
+		}
+		judge(st, time.Now(), o.Stale, osProber{lockPath: path})
+		if st.State == StateHeld {
+			return st, nil
+		}
+		err = removeIfSame(path, st)
+		if errors.Is(err, errChanged) {
+			o.Logger.Warn("GPU lock changed while clearing it as stale; judging it again", "path", path, "error", err)
+			continue
+		}
+		if err != nil {
+			return nil, explainClear(path, st, err)
+		}
+		if st.Info != nil {
+			removeDeadLive(path, st.Info.Token)
+		}
+		o.Logger.Warn("cleared stale GPU lock", "path", path, "holder", st.Holder(), "reason", st.Reason)
+	}
+	return st, nil
+}
+
+var (
+	selfStartOnce sync.Once
+	selfStart     int64
+)
+
+func findSelfStart() { selfStart, _ = proc.Start(os.Getpid()) }
+
+func newInfo(o Options) *Info {
+	selfStartOnce.Do(findSelfStart)
+	return &Info{
+		PID:        os.Getpid(),
+		AcquiredAt: time.Now().UTC().Format(isoMillis),
+		Owner:      o.Owner,
+		Slug:       o.Slug,
+		Token:      newToken(),
+		Host:       proc.HostName(),
+		PIDStart:   selfStart,
+	}
+}
+
+// inspectOne reads and judges the lock file at path, changing nothing.
+func inspectOne(path string, stale time.Duration) (*Status, error) {
+	st, err := readStatus(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.State != StateFree {
+		judge(st, time.Now(), stale, osProber{lockPath: path})
+	} else if busy := findOrphan(path); busy != nil {
+		st = busy
+	}
+	return st, nil
+}
+
+// clearGuardWait bounds how long Clear, a heartbeat and RecordChild wait
+// for the guard, which is normally held for a few system calls at a time: a
+// process stopped (SIGSTOP) while holding it must not hang them.
+const clearGuardWait = 10 * time.Second
+
+// clearOne is Clear of the lock file at o.Path.
+func clearOne(o Options, force bool) (*Status, error) {
+	// A free lock, and a path that is no lock, are told without the
+	// guard: nothing is created beside them, a read-only folder answers.
+	st, err := readStatus(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	if st.State == StateFree {
+		if busy := findOrphan(o.Path); busy != nil {
+			return busy, fmt.Errorf("%w: %s; nothing to clear: the lock is free once that job ends", ErrHeld, busy.Holder())
+		}
+		return st, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+	defer cancel()
+	g, err := takeGuard(ctx, o.Path)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, errGuardStuck(o.Path)
+	}
+	if err != nil {
+		return nil, explain(o.Path, err)
+	}
+	defer g.release()
+	if st, err = readStatus(o.Path); err != nil || st.State == StateFree {
+		return st, err
+	}
+	judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
+	if st.State == StateHeld && !force {
+		return st, fmt.Errorf("%w: %s", ErrHeld, st.Holder())
+	}
+	if err := removeIfSame(o.Path, st); err != nil {
+		return st, explainClear(o.Path, st, err)
+	}
+	reason := st.Reason
+	if st.State == StateHeld {
+		reason = "forced"
+	}
+	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
+	return st, nil
+}
+

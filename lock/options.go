@@ -1,0 +1,226 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/safepath"
+)
+
+// Options are checked here, once, for every entry point: withDefaults
+// fills in defaults, resolves the path and works out the target.
+
+// target is what a caller takes: the lock files it may take (the lock at
+// Options.Path alone, or one per device beside it) and how many it needs.
+type target struct {
+	names []string // device names; nil for a single lock
+	paths []string // lock files, in names' order
+	need  int
+}
+
+// checked are the paths whose content must be a lock or nothing before a
+// ticket or guard is made beside anchor: anchor and every lock file.
+func (t target) checked(anchor string) []string {
+	if t.names == nil {
+		return t.paths
+	}
+	return append([]string{anchor}, t.paths...)
+}
+
+// maxDevices bounds Options.Devices: the largest machines hold 16 GPUs;
+// each device is a lock file and a guard, checked at every try.
+const maxDevices = 64
+
+// maxDeviceName bounds a device's name: a GPU UUID is 40 characters.
+const maxDeviceName = 128
+
+// withDefaults checks o, fills in the defaults and resolves the path (see
+// resolve), and works out the target.
+func (o Options) withDefaults() (Options, target, error) {
+	if o.Path == "" {
+		return o, target{}, &OptionError{Option: "path", Problem: "must not be empty"}
+	}
+	if etcdurl.Is(o.Path) {
+		return o, target{}, &OptionError{Option: "path", Problem: o.Path + " names an etcd lock, not a lock file; use an etcd backend"}
+	}
+	o, err := o.withDurations()
+	if err != nil {
+		return o, target{}, err
+	}
+	abs, err := resolve(o.Path)
+	if err != nil {
+		return o, target{}, err
+	}
+	o.Path = abs
+	t, err := o.target()
+	return o, t, err
+}
+
+// withDurations checks the durations and names and fills in the defaults.
+func (o Options) withDurations() (Options, error) {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		switch {
+		case *d == 0:
+			*d = v
+		case *d < MinInterval:
+			return &OptionError{Option: name, Problem: fmt.Sprintf("must be at least %s, got %s", MinInterval, *d)}
+		}
+		return nil
+	}
+	if err := errors.Join(
+		def(&o.Poll, DefaultPoll, "poll"),
+		def(&o.Report, DefaultReport, "report"),
+		def(&o.Stale, DefaultStale, "stale"),
+		def(&o.Heartbeat, min(DefaultHeartbeat, o.Stale/3), "heartbeat"),
+	); err != nil {
+		var first *OptionError
+		errors.As(err, &first)
+		return o, first
+	}
+	if o.Heartbeat < MinInterval {
+		return o, &OptionError{Option: "stale", Problem: fmt.Sprintf("(%s) leaves a heartbeat under %s", o.Stale, MinInterval)}
+	}
+	if o.Heartbeat >= o.Stale {
+		return o, &OptionError{Option: "heartbeat", Problem: fmt.Sprintf("(%s) must be shorter than stale (%s), or a live holder would look stale", o.Heartbeat, o.Stale)}
+	}
+	for _, n := range []struct{ name, v string }{{"owner", o.Owner}, {"slug", o.Slug}} {
+		if err := checkName(n.v); err != nil {
+			return o, &OptionError{Option: n.name, Problem: err.Error() + "; give a short plain name"}
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return o, nil
+}
+
+// target checks Devices and Need and names the lock files: Path alone, or
+// one per device beside it, the device's name before Path's extension.
+func (o Options) target() (target, error) {
+	need := o.Need
+	if need == 0 {
+		need = 1
+	}
+	if len(o.Devices) == 0 {
+		if need != 1 {
+			return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
+		}
+		return target{paths: []string{o.Path}, need: 1}, nil
+	}
+	if err := checkDevices(o.Devices); err != nil {
+		return target{}, err
+	}
+	if need < 1 || need > len(o.Devices) {
+		return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
+	}
+	dir, file := filepath.Split(o.Path)
+	ext := filepath.Ext(file)
+	stem := strings.TrimSuffix(file, ext)
+	t := target{names: append([]string(nil), o.Devices...), need: need}
+	for _, n := range o.Devices {
+		t.paths = append(t.paths, filepath.Join(dir, stem+n+ext))
+	}
+	return t, nil
+}
+
+// checkDevices checks a device list: 1 to maxDevices names, each a device
+// name (see validDeviceName), none twice.
+func checkDevices(names []string) error {
+	if len(names) > maxDevices {
+		return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", len(names), maxDevices)}
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !validDeviceName(n) {
+			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %q, which is not a device name (up to %d letters, digits, '-' and '_': an index or a GPU UUID)", n, maxDeviceName)}
+		}
+		if seen[n] {
+			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names device %s twice", n)}
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// validDeviceName reports whether n can name a device's lock file: an
+// index or a GPU UUID (GPU-8f3c...), nothing that could leave the folder
+// or make another lock's sidecar (gpu0.lock.live-...).
+func validDeviceName(n string) bool {
+	if n == "" || len(n) > maxDeviceName {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseDevices(list string, count int) ([]string, error) {
+	if list == "all" {
+		if count < 1 {
+			return nil, &OptionError{Option: "devices", Problem: "all needs a device count of at least 1"}
+		}
+		if count > maxDevices {
+			return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("all means %d devices: at most %d", count, maxDevices)}
+		}
+		names := make([]string, count)
+		for i := range names {
+			names[i] = strconv.Itoa(i)
+		}
+		return names, nil
+	}
+	if k := strings.Count(list, ",") + 1; k > maxDevices {
+		return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", k, maxDevices)}
+	}
+	names := strings.Split(list, ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	return names, checkDevices(names)
+}
+
+// resolve makes a lock path absolute, its folder resolved to one that no
+// other user can redirect (see package safepath): the lock's files are
+// then found and made there by name, and nowhere else, for as long as the
+// process runs. A folder another user could move away or point elsewhere
+// is refused with a *FolderError.
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", &OptionError{Option: "path", Problem: fmt.Sprintf("%q: %v", path, err)}
+	}
+	dir, err := safepath.Dir(filepath.Dir(abs), false, false)
+	if err != nil {
+		return "", &FolderError{Dir: filepath.Dir(abs), Err: err}
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
+// makeFolder creates the lock's folder dir (resolved, see resolve) and
+// the folders above it that are missing, each only where no other user
+// could move it away, as the umask has it. A folder that is there was
+// checked when the path was resolved, and nobody else can change it.
+func makeFolder(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	if _, err := safepath.Dir(dir, true, false); err != nil {
+		var se *safepath.Error
+		if errors.As(err, &se) {
+			return &FolderError{Dir: dir, Err: err}
+		}
+		return err
+	}
+	return nil
+}

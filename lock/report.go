@@ -1,0 +1,152 @@
+package lock
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// The text and JSON forms of what Inspect and Clear return: what `gpuexec
+// status` and `gpuexec clear` print, for every backend.
+
+// Describe is what `gpuexec status` prints: the lock's line (see
+// Status.Describe), or one line per device ("GPU 0: free"), then one line
+// per live waiter: "  1. reels/tts (pid 77) waiting since 20:21:05", under
+// a "queue:" line with devices.
+func (r *Report) Describe() string {
+	var b strings.Builder
+	if !r.devices && len(r.Locks) == 1 {
+		b.WriteString(r.Locks[0].Describe())
+		writeQueue(&b, r.Queue)
+		return b.String()
+	}
+	for i, st := range r.Locks {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("GPU " + st.Device + ": " + st.Describe())
+	}
+	var q strings.Builder
+	writeQueue(&q, r.Queue)
+	if q.Len() > 0 {
+		b.WriteString("\nqueue:" + q.String())
+	}
+	return b.String()
+}
+
+// JSON is the object `gpuexec status --json` prints: for one lock, the
+// lock's object (see Status.JSON) with "queue", the live waiters in order;
+// with devices, {"path", "devices": [each device's object with "gpu", its
+// name], "queue"}.
+func (r *Report) JSON() map[string]any {
+	queue := make([]Waiter, 0, len(r.Queue))
+	for _, w := range r.Queue {
+		if w.Alive {
+			queue = append(queue, w)
+		}
+	}
+	if !r.devices && len(r.Locks) == 1 {
+		m := r.Locks[0].JSON()
+		m["queue"] = queue
+		return m
+	}
+	list := make([]map[string]any, len(r.Locks))
+	for i, st := range r.Locks {
+		m := st.JSON()
+		m["gpu"] = st.Device
+		list[i] = m
+	}
+	return map[string]any{"path": r.Path, "devices": list, "queue": queue}
+}
+
+// writeQueue writes a line per live waiter.
+func writeQueue(b *strings.Builder, queue []Waiter) {
+	for _, w := range queue {
+		if !w.Alive {
+			continue
+		}
+		fmt.Fprintf(b, "\n  %d. %s/%s (pid %d", w.Position, printable(w.Owner), printable(w.Slug), w.PID)
+		if !sameHost(w.Host) {
+			b.WriteString(" on " + printable(w.Host))
+		}
+		b.WriteString(") waiting")
+		if t, err := time.Parse(time.RFC3339Nano, w.Since); err == nil {
+			b.WriteString(" since " + t.Local().Format("15:04:05"))
+		}
+	}
+}
+
+// Describe is the one human line for a lock: "free", or the holder, since
+// when, the heartbeat's age, and alive or stale and why.
+func (s *Status) Describe() string {
+	if s.State == StateFree {
+		return "free"
+	}
+	if s.orphan != "" {
+		return "held by " + s.Holder() + ", alive (" + s.Reason + ")"
+	}
+	var b strings.Builder
+	if s.State == StateStale {
+		b.WriteString("stale: ")
+	}
+	b.WriteString("held by " + s.Holder())
+	if s.Info != nil {
+		if t := s.Info.Acquired(); !t.IsZero() {
+			b.WriteString(" since " + fmtStamp(t))
+		}
+	}
+	fmt.Fprintf(&b, ", heartbeat %s ago", fmtAge(s.HeartbeatAge))
+	switch {
+	case s.State == StateStale:
+		b.WriteString("; " + s.Reason)
+	case s.Reason != "":
+		b.WriteString(", alive (" + s.Reason + ")")
+	default:
+		b.WriteString(", alive")
+	}
+	return b.String()
+}
+
+// JSON is a lock's object in `gpuexec status --json`: the record's fields
+// as read (unknown ones included), then state, path, heartbeatAgeSeconds,
+// alive and staleReason, which win over record fields of the same name.
+func (s *Status) JSON() map[string]any {
+	m := make(map[string]any, len(s.Fields)+6)
+	for k, v := range s.Fields {
+		m[k] = v
+	}
+	m["state"] = string(s.State)
+	m["path"] = s.Path
+	m["alive"] = s.Alive
+	if s.State == StateFree {
+		return m
+	}
+	m["heartbeatAgeSeconds"] = math.Round(s.HeartbeatAge.Seconds()*1000) / 1000
+	m["modTime"] = s.ModTime.UTC().Format(isoMillis)
+	if s.State == StateStale {
+		m["staleReason"] = s.Reason
+	} else {
+		m["staleReason"] = nil
+		if s.Reason != "" {
+			m["note"] = s.Reason
+		}
+	}
+	if s.orphan != "" {
+		m["heartbeatAgeSeconds"] = nil
+		m["liveFile"] = s.orphan
+		if s.orphanGroup > 0 {
+			m["childPgid"] = s.orphanGroup
+		}
+		return m
+	}
+	if s.Info == nil {
+		m["content"] = string(s.Content)
+	}
+	return m
+}
+
+// WaitingLine is the line a waiter logs while s holds the lock: "waiting
+// for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in
+// queue)". pos 0 leaves the position out. Every backend logs this line.
+func (s *Status) WaitingLine(pos int) string { return waitingLine([]*Status{s}, pos) }
