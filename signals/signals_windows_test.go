@@ -4,7 +4,6 @@ package signals
 
 import (
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,20 +11,6 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
-
-// Go delivers Ctrl+C and Ctrl+Break as os.Interrupt (SIGINT), and closing
-// the console, logging off and shutting down as SIGTERM: both are caught.
-func TestCaughtWindows(t *testing.T) {
-	for _, want := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
-		found := false
-		for _, s := range Caught {
-			found = found || s == want
-		}
-		if !found {
-			t.Errorf("%v is not caught", want)
-		}
-	}
-}
 
 // A Ctrl+C in the console reaches Notify's channel as os.Interrupt, and
 // ends a wait with 130.
