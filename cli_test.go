@@ -18,12 +18,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // Environment of the test binary started as a helper process (a job run by
@@ -77,7 +78,7 @@ var helperRoles = map[string]func(args []string) int{
 			fmt.Fprintln(os.Stderr, "helper dump:", err)
 			return 2
 		}
-		if err := writeFileAtomic(os.Getenv(outEnv), b); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(outEnv), b); err != nil {
 			fmt.Fprintln(os.Stderr, "helper dump:", err)
 			return 2
 		}
@@ -86,7 +87,7 @@ var helperRoles = map[string]func(args []string) int{
 	// hold: write the pid to $GPUEXEC_TEST_READY, then run until stdin
 	// reaches EOF.
 	"hold": func(args []string) int {
-		if err := writeFileAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid()))); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid()))); err != nil {
 			fmt.Fprintln(os.Stderr, "helper hold:", err)
 			return 2
 		}
@@ -126,18 +127,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	gpuexecBin = filepath.Join(dir, "gpuexec")
-	if runtime.GOOS == "windows" {
-		gpuexecBin += ".exe"
-	}
-	build := exec.Command(goTool(), "build", "-o", gpuexecBin, ".")
-	build.Env = baseEnv()
 	if prebuilt := os.Getenv("GPUEXEC_TEST_BINARY"); prebuilt != "" {
 		// Built beforehand, where no Go toolchain runs the tests
 		// (Windows test binaries under Wine: winetest/run).
 		gpuexecBin = prebuilt
-	} else if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building gpuexec: %v\n%s", err, out)
+	} else if gpuexecBin, err = testsupport.Build(dir, "gpuexec", "."); err != nil {
+		fmt.Fprintln(os.Stderr, "building gpuexec:", err)
 		return 1
 	}
 	if helperBin, err = os.Executable(); err != nil {
@@ -147,37 +142,10 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// goTool is the go command: the one on PATH (go test puts its own GOROOT/bin
-// first), else the one of the GOROOT this test was built with.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// baseEnv is this process's environment without any GPUEXEC_ variable, so
-// that nothing inherited changes gpuexec's flags; tests add theirs per
-// command.
-//
-// It also tells the race detector not to linger at exit (by default it
-// sleeps a second there), which would make every job that is this test
-// binary, built with -race, take a second.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(strings.ToUpper(kv), "GPUEXEC_") || strings.HasPrefix(kv, "GORACE=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-}
-
-// gpuexecCmd is gpuexec with args and, on top of baseEnv, env.
+// gpuexecCmd is gpuexec with args and, on top of testsupport.Env, env.
 func gpuexecCmd(env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(gpuexecBin, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = testsupport.Env(env...)
 	return cmd
 }
 
@@ -288,54 +256,6 @@ func wantCode(t testing.TB, r result, code int) {
 	}
 }
 
-// waitFor polls cond every few milliseconds until it holds, failing the test
-// after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
-// waitForPIDs waits for path to hold a line of pids (written by a job's
-// shell) and returns them.
-func waitForPIDs(t testing.TB, path string) []int {
-	t.Helper()
-	var pids []int
-	waitFor(t, long, "a pid in "+path, func() bool {
-		// A shell's "echo $$ > FILE" is not atomic: take the content
-		// only once it is a whole line.
-		b, err := os.ReadFile(path)
-		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
-			return false
-		}
-		pids = pids[:0]
-		for _, f := range strings.Fields(string(b)) {
-			n, err := strconv.Atoi(f)
-			if err != nil || n <= 0 {
-				return false
-			}
-			pids = append(pids, n)
-		}
-		return len(pids) > 0
-	})
-	return pids
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".part"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // lockIn returns a lock path in a folder of its own (not created) under a
 // fresh temporary folder.
 func lockIn(t testing.TB) (dir, lock string) {
@@ -417,34 +337,6 @@ func writeLock(t testing.TB, lock string, content []byte, age time.Duration) {
 	}
 }
 
-// deadPID is the pid of a process that has exited and been reaped.
-func deadPID(t testing.TB) int {
-	t.Helper()
-	cmd := exec.Command(helperBin, "0")
-	cmd.Env = append(baseEnv(), role("exit"))
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Process.Pid
-}
-
-// statusJSON runs gpuexec status --json.
-func statusJSON(t testing.TB, lock string) map[string]any {
-	t.Helper()
-	return parseStatus(t, gx(t, nil, "status", "--lock", lock, "--json"))
-}
-
-// parseStatus is what a status --json run printed.
-func parseStatus(t testing.TB, r result) map[string]any {
-	t.Helper()
-	wantCode(t, r, 0)
-	var m map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
-		t.Fatalf("status --json printed %q: %v", r.stdout, err)
-	}
-	return m
-}
-
 // holder is a gpuexec holding a lock while its job (the hold role) runs
 // until released.
 type holder struct {
@@ -474,7 +366,7 @@ func startHolder(t testing.TB, lock string, extra ...string) *holder {
 	h.p = startProc(t, cmd)
 	r.Close()
 	t.Cleanup(h.release)
-	waitFor(t, long, "the holder's job to run", func() bool {
+	testsupport.Await(t, long, "the holder's job to run", func() bool {
 		if h.p.exited() {
 			t.Fatalf("holder exited early: %s\nstderr:\n%s", h.p.cmd.ProcessState, h.p.stderr())
 		}
@@ -482,6 +374,35 @@ func startHolder(t testing.TB, lock string, extra ...string) *holder {
 		return err == nil
 	})
 	return h
+}
+
+// exitCase is a run of gpuexec and how it must end.
+type exitCase struct {
+	name string
+	// args is the command line, given a lock path in a folder that does
+	// not exist yet.
+	args   func(t *testing.T, lock string) []string
+	env    []string // on top of testsupport.Env
+	want   int      // the exit status
+	stderr string   // a substring of stderr
+}
+
+// testExitCases runs each case in a parallel subtest, on a lock of its own,
+// and checks its exit status and stderr, and that it leaves nothing behind.
+func testExitCases(t *testing.T, cases []exitCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			r := gx(t, tc.env, tc.args(t, lock)...)
+			wantCode(t, r, tc.want)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
 }
 
 // lines splits output into lines, dropping a final newline.
@@ -870,7 +791,7 @@ func TestLockRecord(t *testing.T) {
 
 func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 	t.Parallel()
-	dead := deadPID(t)
+	dead := testsupport.DeadPID(t)
 	self := os.Getpid()
 	cases := []struct {
 		name    string
@@ -907,17 +828,21 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 			}
 			// An empty file is held for 10 s from its mtime: keep a
 			// fresh one fresh, however slow the machine.
-			gx := func(t *testing.T, env []string, args ...string) result {
-				t.Helper()
+			refresh := func() {
 				if tc.content != nil && tc.age == 0 {
 					now := time.Now()
 					os.Chtimes(lock, now, now)
 				}
+			}
+			gx := func(t *testing.T, env []string, args ...string) result {
+				t.Helper()
+				refresh()
 				return gx(t, env, args...)
 			}
 			statusJSON := func(t *testing.T, lock string) map[string]any {
 				t.Helper()
-				return parseStatus(t, gx(t, nil, "status", "--lock", lock, "--json"))
+				refresh()
+				return testsupport.StatusJSON(t, long, gpuexecBin, lock)
 			}
 			r := gx(t, nil, "status", "--lock", lock)
 			wantCode(t, r, 0)
@@ -987,7 +912,7 @@ func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "held by "+name) || !strings.Contains(r.stdout, "alive") {
 		t.Errorf("status %q, want held by %s, alive", r.stdout, name)
 	}
-	m := statusJSON(t, lock)
+	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
 	if m["state"] != "held" || m["alive"] != true || m["owner"] != holderOwner || m["slug"] != holderSlug ||
 		m["pid"] != float64(h.p.pid()) || m["staleReason"] != nil {
 		t.Errorf("status --json %v", m)
@@ -1020,7 +945,7 @@ func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 func TestStaleLockIsClearedByTheNextJob(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
-	dead := deadPID(t)
+	dead := testsupport.DeadPID(t)
 	writeLock(t, lock, seedRecord(dead, "ghost", "old", "0123456789abcdef"), 0)
 	r := gx(t, []string{role("exit")}, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", helperBin, "0")
 	wantCode(t, r, 0)
@@ -1086,7 +1011,7 @@ func contextRun(timeout time.Duration, name string, env []string, args ...string
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = testsupport.Env(env...)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

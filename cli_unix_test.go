@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // Environment of the critical role.
@@ -31,7 +32,7 @@ func init() {
 	// ids: write "pid pgid" to $GPUEXEC_TEST_OUT.
 	helperRoles["ids"] = func(args []string) int {
 		s := fmt.Sprintf("%d %d\n", os.Getpid(), syscall.Getpgrp())
-		if err := writeFileAtomic(os.Getenv(outEnv), []byte(s)); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(outEnv), []byte(s)); err != nil {
 			fmt.Fprintln(os.Stderr, "helper ids:", err)
 			return 2
 		}
@@ -76,73 +77,9 @@ func appendLine(path, line string) error {
 	return errors.Join(err, f.Close())
 }
 
-// processGone reports whether pid has ended: it no longer exists, or it is a
-// zombie (dead, waiting for whoever inherited it to reap it).
-//
-// On Linux this test process may be that one: package main links package
-// supervisor, whose init makes the process a child subreaper, so the orphans
-// of a gpuexec killed by a test are re-parented here rather than to init. A
-// zombie left here would keep its process group (the job's group that a
-// lock names) alive, so processGone reaps a zombie whose parent is this
-// process. The pids passed are never those of processes started here with
-// exec.Cmd (those are Wait's to reap).
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	if runtime.GOOS != "linux" {
-		return false
-	}
-	state, ppid, ok := procStat(pid)
-	if !ok {
-		return true
-	}
-	if state == 'Z' && ppid == os.Getpid() {
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-	}
-	return state == 'Z'
-}
-
-// procStat reads a process's state and parent from /proc (Linux);
-// ok=false when it is gone.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	// "pid (comm) S ppid ...": comm may hold anything, the rest follows
-	// the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return f[0][0], ppid, err == nil
-}
-
-// killOnCleanup SIGKILLs pid at the end of the test if it still runs, so
-// that a failing test leaves no process behind.
-func killOnCleanup(t *testing.T, pid int) {
-	t.Cleanup(func() {
-		if !processGone(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-}
-
 func TestExitStatusUnix(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name   string
-		args   func(t *testing.T, lock string) []string
-		want   int
-		stderr string
-	}{
+	testExitCases(t, []exitCase{
 		{name: "child's code", want: 3, args: func(t *testing.T, lock string) []string {
 			return []string{"--lock", lock, "--", "sh", "-c", "exit 3"}
 		}},
@@ -165,20 +102,7 @@ func TestExitStatusUnix(t *testing.T) {
 			}
 			return []string{"--lock", lock, "--", file}
 		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			r := gx(t, nil, tc.args(t, lock)...)
-			wantCode(t, r, tc.want)
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
+	})
 }
 
 // A waiter interrupted by SIGINT or SIGTERM exits 130 or 143, leaving the
@@ -199,7 +123,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 			h := startHolder(t, lock)
 			before := readRecord(t, lock)
 			w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "10m", "--poll", "10ms", "--", "true"))
-			waitFor(t, long, "the waiter to log that it waits", func() bool {
+			testsupport.Await(t, long, "the waiter to log that it waits", func() bool {
 				return strings.Contains(w.stderr(), "waiting for GPU lock")
 			})
 			if err := w.cmd.Process.Signal(tc.sig); err != nil {
@@ -229,9 +153,9 @@ func startShellJob(t *testing.T, env []string, args []string, script string) (*p
 	ready := filepath.Join(t.TempDir(), "ready")
 	args = append(args, "--", "sh", "-c", script)
 	p := startProc(t, gpuexecCmd(append([]string{"READY=" + ready}, env...), args...))
-	pids := waitForPIDs(t, ready)
+	pids := testsupport.AwaitPIDs(t, long, ready)
 	for _, pid := range pids {
-		killOnCleanup(t, pid)
+		testsupport.KillOnCleanup(t, pid)
 	}
 	return p, pids
 }
@@ -267,7 +191,7 @@ func TestJobIgnoringSigtermIsKilledAfterGrace(t *testing.T) {
 	}
 	r := p.wait(t)
 	wantCode(t, r, 128+int(syscall.SIGKILL))
-	if !processGone(pids[0]) {
+	if !testsupport.Gone(pids[0]) {
 		t.Errorf("the job (pid %d) still runs after gpuexec exited", pids[0])
 	}
 	wantNoLock(t, lock)
@@ -287,8 +211,8 @@ func TestTimeoutStopsTheWholeGroup(t *testing.T) {
 			p, pids := startShellJob(t, nil, []string{"--lock", lock, "--timeout", "1s", "--kill-after", "300ms"}, tc.script)
 			r := p.wait(t)
 			wantCode(t, r, 124)
-			waitFor(t, long, fmt.Sprintf("the grandchild sleep (pid %d) to be gone", pids[0]), func() bool {
-				return processGone(pids[0])
+			testsupport.Await(t, long, fmt.Sprintf("the grandchild sleep (pid %d) to be gone", pids[0]), func() bool {
+				return testsupport.Gone(pids[0])
 			})
 			wantNoLock(t, lock)
 			wantOnlyGuard(t, dir)
@@ -333,9 +257,9 @@ func TestLeftoversAreStoppedBeforeExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	killOnCleanup(t, pid)
+	testsupport.KillOnCleanup(t, pid)
 	wantCode(t, r, 0)
-	if !processGone(pid) {
+	if !testsupport.Gone(pid) {
 		t.Errorf("the job's leftover sleep (pid %d) still runs after gpuexec exited", pid)
 	}
 	if !strings.Contains(r.stderr, "left processes") {
@@ -343,23 +267,6 @@ func TestLeftoversAreStoppedBeforeExit(t *testing.T) {
 	}
 	wantNoLock(t, lock)
 	wantOnlyGuard(t, dir)
-}
-
-// waitForChildRecorded waits until the lock record names the job's process
-// group (childPgid, one of gpuexec's additions to the seed's record), so
-// that a SIGKILL to gpuexec finds the record complete.
-func waitForChildRecorded(t *testing.T, lock string, pgid int) {
-	t.Helper()
-	waitFor(t, long, "the lock record to name the job's group", func() bool {
-		b, err := os.ReadFile(lock)
-		if err != nil {
-			return false
-		}
-		var rec struct {
-			ChildPGID int `json:"childPgid"`
-		}
-		return json.Unmarshal(b, &rec) == nil && rec.ChildPGID == pgid
-	})
 }
 
 // After SIGKILL, gpuexec cannot release the lock: its job dies with it
@@ -373,17 +280,17 @@ func TestKilledGpuexecTakesItsJobAlong(t *testing.T) {
 	p, pids := startShellJob(t, nil, []string{"--lock", lock, "--owner", "killed", "--slug", "job"},
 		`echo $$ > "$READY"; exec sleep 300`)
 	job := pids[0]
-	waitForChildRecorded(t, lock, job)
+	testsupport.AwaitChildPGID(t, long, lock, job)
 	gpid := p.pid()
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	p.wait(t)
-	waitFor(t, long, fmt.Sprintf("the job (pid %d) to die with gpuexec", job), func() bool { return processGone(job) })
+	testsupport.Await(t, long, fmt.Sprintf("the job (pid %d) to die with gpuexec", job), func() bool { return testsupport.Gone(job) })
 	// Once the dead job is reaped, the lock is stale.
 	var m map[string]any
-	waitFor(t, long, "status to say stale", func() bool {
-		m = statusJSON(t, lock)
+	testsupport.Await(t, long, "status to say stale", func() bool {
+		m = testsupport.StatusJSON(t, long, gpuexecBin, lock)
 		return m["state"] == "stale"
 	})
 	if s, _ := m["staleReason"].(string); !strings.Contains(s, fmt.Sprintf("pid %d", gpid)) {
@@ -412,18 +319,18 @@ func TestKilledGpuexecLeftoverKeepsTheLock(t *testing.T) {
 		t.Fatalf("job wrote %v, want its pid and its sleep's", pids)
 	}
 	shell, sleep := pids[0], pids[1]
-	waitForChildRecorded(t, lock, shell)
+	testsupport.AwaitChildPGID(t, long, lock, shell)
 	gpid := p.pid()
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	p.wait(t)
-	waitFor(t, long, fmt.Sprintf("the job's shell (pid %d) to die with gpuexec", shell), func() bool { return processGone(shell) })
-	if processGone(sleep) {
+	testsupport.Await(t, long, fmt.Sprintf("the job's shell (pid %d) to die with gpuexec", shell), func() bool { return testsupport.Gone(shell) })
+	if testsupport.Gone(sleep) {
 		t.Fatalf("the job's sleep (pid %d) died too; nothing left to test", sleep)
 	}
 
-	m := statusJSON(t, lock)
+	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
 	if m["state"] != "held" || m["alive"] != true {
 		t.Errorf("status --json with the job's group still running: %v, want held and alive", m)
 	}
@@ -436,7 +343,7 @@ func TestKilledGpuexecLeftoverKeepsTheLock(t *testing.T) {
 	if err := syscall.Kill(sleep, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, long, "the leftover sleep to die", func() bool { return processGone(sleep) })
+	testsupport.Await(t, long, "the leftover sleep to die", func() bool { return testsupport.Gone(sleep) })
 	r = gx(t, nil, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", "true")
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stderr, "cleared stale GPU lock") {

@@ -16,19 +16,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 func init() {
 	// sleep: write "PID\n" to $GPUEXEC_TEST_OUT, then sleep.
 	helperRoles["sleep"] = func(args []string) int {
-		if err := writeFileAtomic(os.Getenv(outEnv), fmt.Appendf(nil, "%d\n", os.Getpid())); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(outEnv), fmt.Appendf(nil, "%d\n", os.Getpid())); err != nil {
 			fmt.Fprintln(os.Stderr, "helper sleep:", err)
 			return 2
 		}
@@ -50,12 +50,11 @@ func init() {
 			fmt.Fprintln(os.Stderr, "helper tree:", err)
 			return 2
 		}
-		for deadline := time.Now().Add(long); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(out + ".gc"); err == nil {
-				break
-			}
-		}
-		if err := writeFileAtomic(out, fmt.Appendf(nil, "%d %d\n", os.Getpid(), gc.Process.Pid)); err != nil {
+		testsupport.Poll(long, func() bool {
+			_, err := os.Stat(out + ".gc")
+			return err == nil
+		})
+		if err := testsupport.WriteAtomic(out, fmt.Appendf(nil, "%d %d\n", os.Getpid(), gc.Process.Pid)); err != nil {
 			fmt.Fprintln(os.Stderr, "helper tree:", err)
 			return 2
 		}
@@ -74,26 +73,6 @@ func init() {
 	}
 }
 
-// processGone reports whether pid has ended.
-func processGone(pid int) bool {
-	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
-	if err != nil {
-		return err == windows.ERROR_INVALID_PARAMETER
-	}
-	defer windows.CloseHandle(h)
-	ev, err := windows.WaitForSingleObject(h, 0)
-	return err == nil && ev == windows.WAIT_OBJECT_0
-}
-
-// killOnCleanup ends pid at the end of the test if it still runs.
-func killOnCleanup(t *testing.T, pid int) {
-	t.Cleanup(func() {
-		if p, err := os.FindProcess(pid); err == nil && !processGone(pid) {
-			p.Kill()
-		}
-	})
-}
-
 // startTreeJob starts gpuexec [args] -- <the tree role> and returns it once
 // the job wrote its pid and its grandchild's.
 func startTreeJob(t *testing.T, args ...string) (p *proc, child, grandchild int) {
@@ -101,12 +80,12 @@ func startTreeJob(t *testing.T, args ...string) (p *proc, child, grandchild int)
 	out := filepath.Join(t.TempDir(), "pids")
 	args = append(args, "--", helperBin)
 	p = startProc(t, gpuexecCmd([]string{role("tree"), outEnv + "=" + out}, args...))
-	pids := waitForPIDs(t, out)
+	pids := testsupport.AwaitPIDs(t, long, out)
 	if len(pids) != 2 {
 		t.Fatalf("tree job wrote %v, want two pids", pids)
 	}
 	for _, pid := range pids {
-		killOnCleanup(t, pid)
+		testsupport.KillOnCleanup(t, pid)
 	}
 	return p, pids[0], pids[1]
 }
@@ -114,29 +93,13 @@ func startTreeJob(t *testing.T, args ...string) (p *proc, child, grandchild int)
 func wantGone(t *testing.T, what string, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		waitFor(t, long, fmt.Sprintf("%s (pid %d) to be gone", what, pid), func() bool { return processGone(pid) })
+		testsupport.Await(t, long, fmt.Sprintf("%s (pid %d) to be gone", what, pid), func() bool { return testsupport.Gone(pid) })
 	}
-}
-
-// wineVersion is Wine's version when the tests run under Wine, else "".
-func wineVersion() string {
-	p := windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version")
-	if p.Find() != nil {
-		return ""
-	}
-	r, _, _ := p.Call()
-	return windows.BytePtrToString(*(**byte)(unsafe.Pointer(&r)))
 }
 
 func TestExitStatusWindows(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name   string
-		args   func(t *testing.T, lock string) []string
-		env    []string
-		want   int
-		stderr string
-	}{
+	testExitCases(t, []exitCase{
 		{name: "a code above 255", want: 70000, env: []string{role("exitcode")}, args: func(t *testing.T, lock string) []string {
 			return []string{"--lock", lock, "--", helperBin, "70000"}
 		}},
@@ -158,20 +121,7 @@ func TestExitStatusWindows(t *testing.T) {
 		{name: "a missing program", want: 127, stderr: "not found", args: func(t *testing.T, lock string) []string {
 			return []string{"--lock", lock, "--", filepath.Join(t.TempDir(), "missing.exe")}
 		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			r := gx(t, tc.env, tc.args(t, lock)...)
-			wantCode(t, r, tc.want)
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
+	})
 }
 
 // --timeout ends the whole tree through the Job Object, with 124.
@@ -200,13 +150,7 @@ func TestKilledGpuexecTakesItsJobTreeAlong(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
 	p, child, grandchild := startTreeJob(t, "--lock", lock, "--owner", "killed", "--slug", "job")
-	waitFor(t, long, "the lock record to name the job", func() bool {
-		b, err := os.ReadFile(lock)
-		var rec struct {
-			ChildPGID int `json:"childPgid"`
-		}
-		return err == nil && json.Unmarshal(b, &rec) == nil && rec.ChildPGID == child
-	})
+	testsupport.AwaitChildPGID(t, long, lock, child)
 	gpid := p.pid()
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -216,8 +160,8 @@ func TestKilledGpuexecTakesItsJobTreeAlong(t *testing.T) {
 	// The liveness lock goes with the last handle to it, which Windows
 	// closes as it ends the processes: wait for it.
 	var m map[string]any
-	waitFor(t, long, "status to say stale", func() bool {
-		m = statusJSON(t, lock)
+	testsupport.Await(t, long, "status to say stale", func() bool {
+		m = testsupport.StatusJSON(t, long, gpuexecBin, lock)
 		return m["state"] == "stale"
 	})
 	r := gx(t, []string{role("exit")}, "--lock", lock, "--wait", "5s", "--poll", "10ms", "--", helperBin, "0")
@@ -244,31 +188,6 @@ func TestDefaultLockIsUnderTEMP(t *testing.T) {
 	}
 }
 
-// ensureConsole gives this process a console of its own, once, so that a
-// CTRL_C_EVENT it sends to "every process of its console" reaches only
-// itself and the processes it starts: a test binary that wine starts
-// outside a terminal has no console, and one that go test starts on Windows
-// shares go's, which must not get the Ctrl+C. (go test reads the test's
-// output through a pipe, which the new console leaves alone.)
-func ensureConsole(t *testing.T) {
-	t.Helper()
-	consoleOnce.Do(func() {
-		kernel32 := windows.NewLazySystemDLL("kernel32.dll")
-		kernel32.NewProc("FreeConsole").Call()
-		if ok, _, err := kernel32.NewProc("AllocConsole").Call(); ok == 0 {
-			consoleErr = err
-		}
-	})
-	if consoleErr != nil {
-		t.Skipf("AllocConsole failed: %v", consoleErr)
-	}
-}
-
-var (
-	consoleOnce sync.Once
-	consoleErr  error
-)
-
 // pressCtrlC sends CTRL_C_EVENT to this console's processes, as a Ctrl+C
 // typed in it does; this test process takes its own copy on a channel.
 // Processes started in a new process group ignore it, as on Windows.
@@ -278,7 +197,7 @@ func pressCtrlC(t *testing.T) {
 	signal.Notify(c, os.Interrupt)
 	defer signal.Stop(c)
 	if err := windows.GenerateConsoleCtrlEvent(windows.CTRL_C_EVENT, 0); err != nil {
-		if v := wineVersion(); v != "" {
+		if v := testsupport.WineVersion(); v != "" {
 			t.Skipf("Wine %s cannot send CTRL_C_EVENT to this console: %v", v, err)
 		}
 		t.Fatalf("GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0): %v", err)
@@ -296,22 +215,15 @@ func ctrlBreakWorks(t *testing.T) bool {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "pid")
 	probe := exec.Command(helperBin)
-	probe.Env = append(baseEnv(), role("sleep"), outEnv+"="+out)
-	probe.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
-	if err := probe.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Wait()
-	defer probe.Process.Kill()
-	waitForPIDs(t, out)
-	return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(probe.Process.Pid)) == nil
+	probe.Env = testsupport.Env(role("sleep"), outEnv+"="+out)
+	return testsupport.ProbeCtrlBreak(t, long, probe, out) == nil
 }
 
 // Ctrl+C in gpuexec's console while it waits for the lock: exit 130, the
 // holder's lock untouched, nothing left behind. Not parallel: the Ctrl+C
 // reaches every process of this console's process group.
 func TestCtrlCWhileWaitingWindows(t *testing.T) {
-	ensureConsole(t)
+	testsupport.EnsureConsole(t)
 	_, lock := lockIn(t)
 	// The holder runs in a process group of its own, which ignores Ctrl+C.
 	holderPID := filepath.Join(t.TempDir(), "pid")
@@ -319,11 +231,11 @@ func TestCtrlCWhileWaitingWindows(t *testing.T) {
 		"--lock", lock, "--owner", holderOwner, "--slug", holderSlug, "--", helperBin)
 	hcmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
 	h := startProc(t, hcmd)
-	killOnCleanup(t, waitForPIDs(t, holderPID)[0])
+	testsupport.KillOnCleanup(t, testsupport.AwaitPIDs(t, long, holderPID)[0])
 	before := readRecord(t, lock)
 
 	w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "10m", "--poll", "10ms", "--", helperBin))
-	waitFor(t, long, "the waiter to log that it waits", func() bool {
+	testsupport.Await(t, long, "the waiter to log that it waits", func() bool {
 		return strings.Contains(w.stderr(), "waiting for GPU lock")
 	})
 	pressCtrlC(t)
@@ -344,7 +256,7 @@ func TestCtrlCWhileWaitingWindows(t *testing.T) {
 // later, terminates the Job Object. Where the console cannot deliver
 // CTRL_BREAK_EVENT (Wine), only the second half happens: exit 137.
 func TestCtrlCWhileRunningWindows(t *testing.T) {
-	ensureConsole(t)
+	testsupport.EnsureConsole(t)
 	graceful := ctrlBreakWorks(t)
 	dir, lock := lockIn(t)
 	p, child, grandchild := startTreeJob(t, "--lock", lock, "--kill-after", "500ms")
@@ -353,7 +265,7 @@ func TestCtrlCWhileRunningWindows(t *testing.T) {
 	want := 130
 	if !graceful {
 		want = 137
-		if v := wineVersion(); v != "" {
+		if v := testsupport.WineVersion(); v != "" {
 			t.Logf("Wine %s cannot deliver CTRL_BREAK_EVENT: checking the kill after --kill-after alone", v)
 		}
 	}

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // Two local users who share the group gpu, by number: no passwd entries are
@@ -76,7 +78,7 @@ func gxAs(t *testing.T, uid int, mask string, env []string, args ...string) *exe
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	cmd := exec.Command("/bin/sh", "-c", "umask "+mask+"; exec "+bin+" "+strings.Join(quoted, " "))
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = testsupport.Env(env...)
 	asUser(t, cmd, uid)
 	return cmd
 }
@@ -184,9 +186,9 @@ func TestTwoUsersShareAGroupFolder(t *testing.T) {
 	gate := filepath.Join(dir, "gate")
 	a := startProc(t, gxAs(t, userA, "077", nil, "--lock", lock, "--", "/bin/sh", "-c",
 		"touch "+gate+".ready; while [ ! -e "+gate+" ]; do sleep 0.02; done"))
-	waitFor(t, long, "user A's job to run", func() bool { return lockExists(gate + ".ready") })
+	testsupport.Await(t, long, "user A's job to run", func() bool { return lockExists(gate + ".ready") })
 	b := startProc(t, gxAs(t, userB, "077", nil, "--lock", lock, "--wait", "20s", "--", "true"))
-	waitFor(t, long, "user B to queue", func() bool { return strings.Contains(b.stderr(), "waiting for GPU lock") })
+	testsupport.Await(t, long, "user B to queue", func() bool { return strings.Contains(b.stderr(), "waiting for GPU lock") })
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestTwoUsersShareAGroupFolder(t *testing.T) {
 	// A user outside the group cannot take a liveness file's kernel lock
 	// (and so keep a dead holder looking alive): it cannot open it.
 	a = startProc(t, gxAs(t, userA, "022", nil, "--lock", lock, "--", "/bin/sh", "-c", "touch "+gate+".held; exec sleep 300"))
-	waitFor(t, long, "user A's job to run", func() bool { return lockExists(gate + ".held") })
+	testsupport.Await(t, long, "user A's job to run", func() bool { return lockExists(gate + ".held") })
 	lives, _ := filepath.Glob(lock + ".live-*")
 	if len(lives) != 1 {
 		t.Fatalf("liveness files: %v", lives)
@@ -217,8 +219,8 @@ func TestTwoUsersShareAGroupFolder(t *testing.T) {
 
 	// A's gpuexec is killed with its job: B clears A's lock.
 	a = startProc(t, gxAs(t, userA, "022", nil, "--lock", lock, "--", "/bin/sh", "-c", "touch "+gate+".two; exec sleep 300"))
-	waitFor(t, long, "user A's second job to run", func() bool { return lockExists(gate + ".two") })
-	waitFor(t, long, "the lock to be created", func() bool { return lockExists(lock) })
+	testsupport.Await(t, long, "user A's second job to run", func() bool { return lockExists(gate + ".two") })
+	testsupport.Await(t, long, "the lock to be created", func() bool { return lockExists(lock) })
 	// sh -c "umask; exec gpuexec" is gpuexec itself.
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -275,10 +277,10 @@ func TestProcessesThatLeftTheGroupAreStopped(t *testing.T) {
 			dir, lock := lockIn(t)
 			ready := filepath.Join(t.TempDir(), "ready")
 			r := gx(t, []string{"READY=" + ready}, "--lock", lock, "--kill-after", "1s", "--", "sh", "-c", tc.script)
-			pids := waitForPIDs(t, ready+".d")
-			killOnCleanup(t, pids[0])
+			pids := testsupport.AwaitPIDs(t, long, ready+".d")
+			testsupport.KillOnCleanup(t, pids[0])
 			wantCode(t, r, 0)
-			if !processGone(pids[0]) {
+			if !testsupport.Gone(pids[0]) {
 				t.Fatalf("the daemon (pid %d) outlived the release:\n%s", pids[0], r.stderr)
 			}
 			if !strings.Contains(r.stderr, "left processes behind") {
@@ -298,7 +300,7 @@ func TestLiveHolderWithAnOldMtimeStaysHeld(t *testing.T) {
 	h := startHolder(t, lock)
 	// Once the job's group is in the record, nothing rewrites it until
 	// the next heartbeat, minutes away.
-	waitFor(t, long, "the record to name the job's group", func() bool {
+	testsupport.Await(t, long, "the record to name the job's group", func() bool {
 		return strings.Contains(string(must(os.ReadFile(lock))), `"childPgid"`)
 	})
 	old := time.Now().Add(-2 * time.Hour)
@@ -310,7 +312,7 @@ func TestLiveHolderWithAnOldMtimeStaysHeld(t *testing.T) {
 	if strings.Contains(r.stderr, "cleared") {
 		t.Fatalf("a live holder's lock was cleared:\n%s", r.stderr)
 	}
-	m := statusJSON(t, lock)
+	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
 	if m["state"] != "held" || m["alive"] != true || !strings.Contains(fmt.Sprint(m["note"]), "liveness lock is held") {
 		t.Errorf("status --json %v, want held and alive by its liveness lock", m)
 	}
@@ -331,20 +333,19 @@ func TestStopSignalStopsTheJobWithGpuexec(t *testing.T) {
 	p, pids := startShellJob(t, []string{"STRAY=" + strayFile}, []string{"--lock", lock},
 		`setsid sh -c 'echo $$ > "$STRAY"; while :; do sleep 0.05; done' & echo $$ > "$READY"; while :; do sleep 0.05; done`)
 	job := pids[0]
-	stray := waitForPIDs(t, strayFile)[0]
-	killOnCleanup(t, stray)
-	state := func(pid int) byte { s, _, _ := procStat(pid); return s }
+	stray := testsupport.AwaitPIDs(t, long, strayFile)[0]
+	testsupport.KillOnCleanup(t, stray)
 	if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, long, "the job to stop", func() bool { return state(job) == 'T' })
-	waitFor(t, long, "the process that left the job's group to stop", func() bool { return state(stray) == 'T' })
-	waitFor(t, long, "gpuexec to stop", func() bool { return state(p.pid()) == 'T' })
+	testsupport.Await(t, long, "the job to stop", func() bool { return procState(job) == 'T' })
+	testsupport.Await(t, long, "the process that left the job's group to stop", func() bool { return procState(stray) == 'T' })
+	testsupport.Await(t, long, "gpuexec to stop", func() bool { return procState(p.pid()) == 'T' })
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, long, "the job to go on", func() bool { s := state(job); return s != 'T' && s != 0 })
-	waitFor(t, long, "the stray to go on", func() bool { s := state(stray); return s != 'T' && s != 0 })
+	testsupport.Await(t, long, "the job to go on", func() bool { s := procState(job); return s != 'T' && s != 0 })
+	testsupport.Await(t, long, "the stray to go on", func() bool { s := procState(stray); return s != 'T' && s != 0 })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestJobEndedWhileGpuexecStoppedKeepsItsStatus(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, long, "the job to end", func() bool { s, _, _ := procStat(pids[0]); return s == 'Z' || s == 0 })
+	testsupport.Await(t, long, "the job to end", func() bool { s := procState(pids[0]); return s == 'Z' || s == 0 })
 	old := time.Now().Add(-time.Hour)
 	if err := os.Chtimes(lock, old, old); err != nil {
 		t.Fatal(err)
@@ -451,7 +452,7 @@ func TestJobInATerminal(t *testing.T) {
 	}
 	waitOut := func(t *testing.T, out *termOutput, want string) {
 		t.Helper()
-		waitFor(t, long, fmt.Sprintf("%q on the terminal", want), func() bool { return strings.Contains(out.String(), want) })
+		testsupport.Await(t, long, fmt.Sprintf("%q on the terminal", want), func() bool { return strings.Contains(out.String(), want) })
 	}
 	exitCode := func(t *testing.T, cmd *exec.Cmd, out *termOutput) int {
 		t.Helper()
@@ -482,7 +483,7 @@ func TestJobInATerminal(t *testing.T) {
 		// shell that catches it would race the keystroke).
 		ready := filepath.Join(t.TempDir(), "ready")
 		cmd, tty, out := start(t, []string{role("hold"), readyEnv + "=" + ready}, helperBin)
-		waitFor(t, long, "the job to run", func() bool { return lockExists(ready) })
+		testsupport.Await(t, long, "the job to run", func() bool { return lockExists(ready) })
 		io.WriteString(tty, "\x03")
 		if code := exitCode(t, cmd, out); code != 130 {
 			t.Fatalf("exit %d, want 130\n%s", code, out)
@@ -500,7 +501,7 @@ func TestJobInATerminal(t *testing.T) {
 		_, lock := lockIn(t)
 		script := fmt.Sprintf(`%s --lock %s --timeout 4s --kill-after 300ms -- bash --norc --noprofile -ic "bash -c 'trap \"\" TERM; sleep 30'; true"; echo after; read v; echo "read:$v"`, gpuexecBin, lock)
 		cmd := exec.Command("sh", "-c", script)
-		cmd.Env = baseEnv()
+		cmd.Env = testsupport.Env()
 		tty, err := pty.Start(cmd)
 		if err != nil {
 			t.Skipf("no pseudo-terminal here: %v", err)
@@ -521,7 +522,7 @@ func TestJobInATerminal(t *testing.T) {
 		cmd, tty, out := start(t, nil, "sh", "-c", `echo ready; read x; echo "got:$x"`)
 		waitOut(t, out, "\nready")
 		io.WriteString(tty, "\x1a")
-		waitFor(t, long, "gpuexec to stop with its job", func() bool { s, _, _ := procStat(cmd.Process.Pid); return s == 'T' })
+		testsupport.Await(t, long, "gpuexec to stop with its job", func() bool { return procState(cmd.Process.Pid) == 'T' })
 		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
@@ -602,18 +603,18 @@ func TestStoppedHeadIsPassed(t *testing.T) {
 	h := startHolder(t, lock)
 	queued := func(n int) func() bool {
 		return func() bool {
-			q, _ := statusJSON(t, lock)["queue"].([]any)
+			q, _ := testsupport.StatusJSON(t, long, gpuexecBin, lock)["queue"].([]any)
 			return len(q) == n
 		}
 	}
 	a := startProc(t, gpuexecCmd(nil, "--lock", lock, "--slug", "stopped", "--", "true"))
-	waitFor(t, long, "the first waiter to queue", queued(1))
+	testsupport.Await(t, long, "the first waiter to queue", queued(1))
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
 	b := startProc(t, gpuexecCmd(nil, "--lock", lock, "--slug", "next", "--wait", "1m", "--", "true"))
-	waitFor(t, long, "the second waiter to queue", queued(2))
+	testsupport.Await(t, long, "the second waiter to queue", queued(2))
 	h.release()
 	wantCode(t, h.p.wait(t), 0)
 	rb := b.wait(t) // within long: well under the 90 minutes a stopped ticket used to hold it
@@ -698,14 +699,14 @@ func TestOnlyRivalsOrderEachOther(t *testing.T) {
 	_, lock := lockIn(t)
 	h := startHolder(t, lock)
 	w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "true"))
-	waitFor(t, long, "a waiter for the plain lock", func() bool { return strings.Contains(w.stderr(), "waiting for GPU lock") })
+	testsupport.Await(t, long, "a waiter for the plain lock", func() bool { return strings.Contains(w.stderr(), "waiting for GPU lock") })
 	r := gx(t, nil, "--lock", lock, "--gpus", "0,1", "--wait", "3s", "--", "true")
 	wantCode(t, r, 0)
 
 	gpu0 := filepath.Join(filepath.Dir(lock), "gpu0.lock")
 	h0 := startHolder(t, gpu0)
 	w0 := startProc(t, gpuexecCmd(nil, "--lock", lock, "--gpus", "0", "--wait", "1m", "--", "true"))
-	waitFor(t, long, "a waiter for GPU 0", func() bool { return strings.Contains(w0.stderr(), "waiting for GPU") })
+	testsupport.Await(t, long, "a waiter for GPU 0", func() bool { return strings.Contains(w0.stderr(), "waiting for GPU") })
 	r = gx(t, nil, "--lock", lock, "--gpus", "1", "--wait", "3s", "--", "true")
 	wantCode(t, r, 0)
 
@@ -729,7 +730,7 @@ func TestForcedClearNeverPutsTwoJobsOnTheCard(t *testing.T) {
 		`trap 'sleep 1; rm -f `+running+`; exit 0' TERM; touch `+running+`; echo $$ > "$READY"; while :; do sleep 0.02; done`)
 	w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "sh", "-c",
 		`if [ -e `+running+` ]; then echo overlap > `+overlap+`; fi`))
-	waitFor(t, long, "the waiter to queue", func() bool { return strings.Contains(w.stderr(), "waiting for GPU lock") })
+	testsupport.Await(t, long, "the waiter to queue", func() bool { return strings.Contains(w.stderr(), "waiting for GPU lock") })
 	r := gx(t, nil, "clear", "--lock", lock, "--force")
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "stays held until that job is gone") {
@@ -810,7 +811,7 @@ func TestLogAndIntervalsRefusedAtOnce(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), long)
 		cmd := exec.CommandContext(ctx, gpuexecBin, append(append([]string{"--lock", lock}, args...), "--", "true")...)
-		cmd.Env = baseEnv()
+		cmd.Env = testsupport.Env()
 		out, _ := cmd.CombinedOutput()
 		hung := ctx.Err() != nil
 		cancel()
@@ -823,6 +824,13 @@ func TestLogAndIntervalsRefusedAtOnce(t *testing.T) {
 	}
 	wantNoLock(t, lock)
 	wantOnlyGuard(t, dir)
+}
+
+// procState is the state of process pid in /proc ('T': stopped, 'Z':
+// zombie); 0 once it is gone.
+func procState(pid int) byte {
+	st, _ := testsupport.ProcStat(pid)
+	return st.State
 }
 
 // must returns v, ignoring err: for reads in conditions that are polled.
@@ -873,7 +881,7 @@ func init() {
 			err = syscall.Setpgid(0, pg)
 		}
 		if err == nil {
-			err = writeFileAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid())+"\n"))
+			err = testsupport.WriteAtomic(os.Getenv(readyEnv), []byte(strconv.Itoa(os.Getpid())+"\n"))
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper join:", err)
@@ -905,13 +913,13 @@ func TestStrayInAForeignGroupIsStoppedAlone(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	p := startProc(t, gpuexecCmd([]string{role("join"), readyEnv + "=" + ready},
 		"--lock", lock, "--kill-after", "300ms", "--", helperBin, strconv.Itoa(victim.Process.Pid)))
-	job := waitForPIDs(t, ready)[0]
-	killOnCleanup(t, job)
+	job := testsupport.AwaitPIDs(t, long, ready)[0]
+	testsupport.KillOnCleanup(t, job)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p.wait(t)
-	waitFor(t, long, "the job to be stopped", func() bool { return processGone(job) })
+	testsupport.Await(t, long, "the job to be stopped", func() bool { return testsupport.Gone(job) })
 	select {
 	case <-exited:
 		t.Fatal("a process in the group the job joined, not the job's, was killed")

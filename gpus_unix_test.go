@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 func init() {
@@ -100,7 +102,7 @@ func TestGPUsContention(t *testing.T) {
 func TestGPUsDeadHolderDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
-	writeLock(t, filepath.Join(dir, "gpu0.lock"), seedRecord(deadPID(t), "ghost", "old", "0123456789abcdef"), 0)
+	writeLock(t, filepath.Join(dir, "gpu0.lock"), seedRecord(testsupport.DeadPID(t), "ghost", "old", "0123456789abcdef"), 0)
 	startHolder(t, filepath.Join(dir, "gpu1.lock"))
 	work := t.TempDir()
 	overlap, count := filepath.Join(work, "overlap"), filepath.Join(work, "count")

@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 type hostileOutcome int
@@ -170,7 +172,7 @@ func reachable(t *testing.T, dir string) {
 }
 
 func hostileCases(t *testing.T) []hostileCase {
-	dead := deadPID(t)
+	dead := testsupport.DeadPID(t)
 	self := os.Getpid()
 	const tok = "0123456789abcdef"
 	old := 30 * time.Second // past the 10 s a record being written gets

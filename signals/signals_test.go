@@ -2,9 +2,21 @@ package signals
 
 import (
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 )
+
+// SIGINT and SIGTERM are caught everywhere. On Windows Go delivers Ctrl+C
+// and Ctrl+Break as os.Interrupt (SIGINT), and closing the console, logging
+// off and shutting down as SIGTERM.
+func TestCaughtIncludesIntAndTerm(t *testing.T) {
+	for _, want := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !slices.Contains(Caught, want) {
+			t.Errorf("%v is not caught", want)
+		}
+	}
+}
 
 func TestExitStatus(t *testing.T) {
 	tests := []struct {

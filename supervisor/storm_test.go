@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -44,20 +45,6 @@ func stormSelf(t *testing.T, sigs []syscall.Signal) {
 		if i >= 50 {
 			<-tick.C
 		}
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after 20 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
 	}
 }
 
@@ -100,7 +87,7 @@ func TestSignalStormInProcess(t *testing.T) {
 			cfg.Signals = sigs
 			code := make(chan int, 1)
 			go func() { code <- Run(context.Background(), cfg) }()
-			waitUntil(t, "Run to queue", func() bool { return len(tickets(t, cfg.Lock.Path)) > 0 })
+			testsupport.Await(t, 20*time.Second, "Run to queue", func() bool { return len(tickets(t, cfg.Lock.Path)) > 0 })
 			stormSelf(t, k.sigs)
 			got := <-code
 			stop()
@@ -140,7 +127,7 @@ func TestSignalStormInProcess(t *testing.T) {
 				cfg.Signals = sigs
 				code := make(chan int, 1)
 				go func() { code <- Run(context.Background(), cfg) }()
-				waitUntil(t, "the job to run", func() bool {
+				testsupport.Await(t, 20*time.Second, "the job to run", func() bool {
 					_, err := os.Stat(ready)
 					return err == nil
 				})

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 func TestExitStatuses(t *testing.T) {
@@ -75,7 +77,12 @@ func TestSignalForwardedToGroup(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	cfg.Signals = sigs
 	go func() {
-		waitFile(t, ready)
+		if !testsupport.Poll(20*time.Second, func() bool {
+			_, err := os.Stat(ready)
+			return err == nil
+		}) {
+			t.Errorf("%s did not appear", ready)
+		}
 		sigs <- syscall.SIGTERM
 	}()
 	if code := Run(context.Background(), cfg); code != 7 {
@@ -127,18 +134,6 @@ func TestSignalWhileWaiting(t *testing.T) {
 	}
 }
 
-// waitFile waits until path exists.
-func waitFile(t *testing.T, path string) {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Errorf("%s did not appear", path)
-}
-
 // The record names the job's process group once the job has run for
 // RecordChildAfter, through the real lock.
 func TestRecordNamesTheJobsGroup(t *testing.T) {
@@ -162,7 +157,7 @@ func TestRecordNamesTheJobsGroup(t *testing.T) {
 	}
 	t.Cleanup(func() { finish() })
 
-	waitUntil(t, "the record to name the job's group", func() bool {
+	testsupport.Await(t, 20*time.Second, "the record to name the job's group", func() bool {
 		b, err := os.ReadFile(pidFile)
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || pid == 0 {

@@ -5,7 +5,6 @@ package supervisor
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -48,7 +48,7 @@ var helperRoles = map[string]func() int{
 	},
 	// sleep: write "PID\n" to $GPUEXEC_SUPERVISOR_PIDS, then sleep.
 	"sleep": func() int {
-		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d\n", os.Getpid())); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(helperPIDs), fmt.Appendf(nil, "%d\n", os.Getpid())); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
@@ -58,13 +58,12 @@ var helperRoles = map[string]func() int{
 	// tree: start a grandchild that sleeps, write "PID GRANDCHILD\n" to
 	// $GPUEXEC_SUPERVISOR_PIDS, then wait for the grandchild.
 	"tree": func() int {
-		gc, err := startHelper("sleep", helperPIDs+"="+os.Getenv(helperPIDs)+".gc")
+		gc, err := startSleeper()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		waitPIDFile(os.Getenv(helperPIDs) + ".gc")
-		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d %d\n", os.Getpid(), gc.Process.Pid)); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(helperPIDs), fmt.Appendf(nil, "%d %d\n", os.Getpid(), gc.Process.Pid)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
@@ -74,13 +73,12 @@ var helperRoles = map[string]func() int{
 	// leave: start a grandchild that sleeps, write its pid to
 	// $GPUEXEC_SUPERVISOR_PIDS and exit 0, leaving it behind.
 	"leave": func() int {
-		gc, err := startHelper("sleep", helperPIDs+"="+os.Getenv(helperPIDs)+".gc")
+		gc, err := startSleeper()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		waitPIDFile(os.Getenv(helperPIDs) + ".gc")
-		if err := writeAtomic(os.Getenv(helperPIDs), fmt.Sprintf("%d\n", gc.Process.Pid)); err != nil {
+		if err := testsupport.WriteAtomic(os.Getenv(helperPIDs), fmt.Appendf(nil, "%d\n", gc.Process.Pid)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
@@ -131,80 +129,25 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(fn())
 }
 
+// startSleeper starts the sleep role as a grandchild, its pid file beside
+// $GPUEXEC_SUPERVISOR_PIDS, and waits (at most long) for it to run.
+func startSleeper() (*exec.Cmd, error) {
+	pidFile := os.Getenv(helperPIDs) + ".gc"
+	gc, err := startHelper("sleep", helperPIDs+"="+pidFile)
+	if err != nil {
+		return nil, err
+	}
+	testsupport.Poll(long, func() bool {
+		_, err := os.Stat(pidFile)
+		return err == nil
+	})
+	return gc, nil
+}
+
 func startHelper(role string, env ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
 	return cmd, cmd.Start()
-}
-
-func writeAtomic(path, s string) error {
-	if err := os.WriteFile(path+".part", []byte(s), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".part", path)
-}
-
-// waitPIDFile waits for a helper's pid file, without a test to fail.
-func waitPIDFile(path string) {
-	for deadline := time.Now().Add(long); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after long.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(long)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", long, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// readPIDs waits for the pid file at path and returns its pids.
-func readPIDs(t *testing.T, path string) []int {
-	t.Helper()
-	var pids []int
-	waitFor(t, "pids in "+path, func() bool {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		pids = pids[:0]
-		for _, f := range strings.Fields(string(b)) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				return false
-			}
-			pids = append(pids, n)
-		}
-		return len(pids) > 0
-	})
-	return pids
-}
-
-// processGone reports whether pid has ended.
-func processGone(pid int) bool {
-	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
-	if err != nil {
-		return errors.Is(err, windows.ERROR_INVALID_PARAMETER)
-	}
-	defer windows.CloseHandle(h)
-	ev, err := windows.WaitForSingleObject(h, 0)
-	return err == nil && ev == windows.WAIT_OBJECT_0
-}
-
-// killOnCleanup ends pid at the end of the test if it still runs.
-func killOnCleanup(t *testing.T, pid int) {
-	t.Cleanup(func() {
-		if p, err := os.FindProcess(pid); err == nil && !processGone(pid) {
-			p.Kill()
-		}
-	})
 }
 
 // lockOptions are fast options on the lock at path.
@@ -217,16 +160,6 @@ func helperConfig(t *testing.T, role string, env ...string) (Config, *bytes.Buff
 	cfg, logs := testConfig(t, os.Args[0], "-test.run=^TestHelperProcess$")
 	cfg.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
 	return cfg, logs
-}
-
-// wineVersion is Wine's version when the tests run under Wine, else "".
-func wineVersion() string {
-	p := windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version")
-	if p.Find() != nil {
-		return ""
-	}
-	r, _, _ := p.Call()
-	return windows.BytePtrToString(*(**byte)(unsafe.Pointer(&r)))
 }
 
 func TestExitStatusesWindows(t *testing.T) {
@@ -280,15 +213,15 @@ func TestTimeoutKillsTheTree(t *testing.T) {
 	cfg.KillAfter = 200 * time.Millisecond
 	done := make(chan int, 1)
 	go func() { done <- Run(context.Background(), cfg) }()
-	pids := readPIDs(t, pidFile)
+	pids := testsupport.AwaitPIDs(t, long, pidFile)
 	for _, pid := range pids {
-		killOnCleanup(t, pid)
+		testsupport.KillOnCleanup(t, pid)
 	}
 	if code := <-done; code != ExitTimeout {
 		t.Fatalf("Run = %d, want %d\n%s", code, ExitTimeout, logs)
 	}
 	for _, pid := range pids {
-		waitFor(t, fmt.Sprintf("pid %d of the job's tree to be gone", pid), func() bool { return processGone(pid) })
+		testsupport.Await(t, long, fmt.Sprintf("pid %d of the job's tree to be gone", pid), func() bool { return testsupport.Gone(pid) })
 	}
 	if _, err := os.Stat(cfg.Lock.Path); !os.IsNotExist(err) {
 		t.Fatalf("lock left after Run: %v", err)
@@ -304,9 +237,9 @@ func TestLeftoversStoppedThroughTheJob(t *testing.T) {
 	if code := Run(context.Background(), cfg); code != 0 {
 		t.Fatalf("Run = %d\n%s", code, logs)
 	}
-	pids := readPIDs(t, pidFile)
-	killOnCleanup(t, pids[0])
-	if !processGone(pids[0]) {
+	pids := testsupport.AwaitPIDs(t, long, pidFile)
+	testsupport.KillOnCleanup(t, pids[0])
+	if !testsupport.Gone(pids[0]) {
 		t.Fatalf("leftover %d still runs after Run returned\n%s", pids[0], logs)
 	}
 	if !strings.Contains(logs.String(), "left processes behind") {
@@ -324,17 +257,17 @@ func TestKillOnJobClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	killOnCleanup(t, sup.Process.Pid)
-	pids := readPIDs(t, pidFile)
+	testsupport.KillOnCleanup(t, sup.Process.Pid)
+	pids := testsupport.AwaitPIDs(t, long, pidFile)
 	for _, pid := range pids {
-		killOnCleanup(t, pid)
+		testsupport.KillOnCleanup(t, pid)
 	}
 	if err := sup.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	sup.Wait()
 	for _, pid := range pids {
-		waitFor(t, fmt.Sprintf("pid %d of the job's tree to die with its supervisor", pid), func() bool { return processGone(pid) })
+		testsupport.Await(t, long, fmt.Sprintf("pid %d of the job's tree to die with its supervisor", pid), func() bool { return testsupport.Gone(pid) })
 	}
 }
 
@@ -350,7 +283,7 @@ func TestSignalBecomesCtrlBreak(t *testing.T) {
 	cfg.Signals = sigs
 	done := make(chan int, 1)
 	go func() { done <- Run(context.Background(), cfg) }()
-	killOnCleanup(t, readPIDs(t, pidFile)[0])
+	testsupport.KillOnCleanup(t, testsupport.AwaitPIDs(t, long, pidFile)[0])
 	sigs <- syscall.SIGTERM
 	if code := <-done; code != 130 {
 		t.Fatalf("Run = %d, want 130\n%s", code, logs)
@@ -365,18 +298,11 @@ func requireCtrlBreak(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "probe")
 	probe := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	probe.Env = append(os.Environ(), helperEnv+"=sleep", helperPIDs+"="+pidFile)
-	probe.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
-	if err := probe.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Wait()
-	defer probe.Process.Kill()
-	readPIDs(t, pidFile)
-	err := windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(probe.Process.Pid))
+	err := testsupport.ProbeCtrlBreak(t, long, probe, pidFile)
 	if err == nil {
 		return
 	}
-	if v := wineVersion(); v != "" {
+	if v := testsupport.WineVersion(); v != "" {
 		t.Skipf("Wine %s cannot deliver CTRL_BREAK_EVENT (GenerateConsoleCtrlEvent: %v): wineserver implements only CTRL_C_EVENT (which a new process group ignores), and processes wine starts outside a terminal have no console", v, err)
 	}
 	t.Fatalf("GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, %d): %v", probe.Process.Pid, err)

@@ -4,7 +4,6 @@ package torture
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // The size of the storms. CI runs the defaults; by hand, much larger.
@@ -62,25 +62,14 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	gpuexecBin = filepath.Join(dir, "gpuexec")
-	jobBin = filepath.Join(dir, jobName)
 	// Both without -race, whatever this test binary was built with: the
 	// storms start thousands of them.
-	builds := []*exec.Cmd{
-		exec.Command(goTool(), "build", "-o", gpuexecBin, "github.com/gpuexec/gpuexec"),
-		exec.Command(goTool(), "build", "-o", jobBin, "./testdata/job"),
-	}
-	errs := make([]error, len(builds))
+	var gxErr, jobErr error
 	var wg sync.WaitGroup
-	for i, b := range builds {
-		wg.Go(func() {
-			if out, err := b.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("%v: %v\n%s", b.Args, err, out)
-			}
-		})
-	}
+	wg.Go(func() { gpuexecBin, gxErr = testsupport.Build(dir, "gpuexec", "github.com/gpuexec/gpuexec") })
+	wg.Go(func() { jobBin, jobErr = testsupport.Build(dir, jobName, "./testdata/job") })
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(gxErr, jobErr); err != nil {
 		fmt.Fprintln(os.Stderr, "building:", err)
 		return 1
 	}
@@ -91,27 +80,6 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)
 	}
 	return m.Run()
-}
-
-// goTool is the go command: the one on PATH (go test puts its own first),
-// else the one of the GOROOT this test was built with.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// baseEnv is this process's environment without any GPUEXEC_ variable, so
-// that nothing inherited changes gpuexec's flags.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(strings.ToUpper(kv), "GPUEXEC_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // reapOrphans collects exited orphans re-parented to this process (the
@@ -128,74 +96,12 @@ func reapOrphans() {
 		if err != nil {
 			continue
 		}
-		state, ppid, comm, ok := procStat(pid)
-		if ok && state == 'Z' && ppid == self && comm == jobName {
+		st, ok := testsupport.ProcStat(pid)
+		if ok && st.State == 'Z' && st.PPID == self && st.Comm == jobName {
 			var ws unix.WaitStatus
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
 	}
-}
-
-// procStat reads a process's state, parent and command name from /proc;
-// ok=false when it is gone.
-func procStat(pid int) (state byte, ppid int, comm string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, "", false
-	}
-	// "pid (comm) S ppid ...": comm may hold anything; the rest follows
-	// the last ')'.
-	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if i < 0 || j < i {
-		return 0, 0, "", false
-	}
-	f := strings.Fields(string(b[j+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return 0, 0, "", false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return f[0][0], ppid, string(b[i+1 : j]), err == nil
-}
-
-// processGone reports whether pid has ended (gone, or a zombie; an orphan
-// zombie of ours is reaped on the way).
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	state, ppid, comm, ok := procStat(pid)
-	if !ok {
-		return true
-	}
-	if state == 'Z' && ppid == os.Getpid() && comm == jobName {
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-	}
-	return state == 'Z' || state == 'X'
-}
-
-// waitFor polls cond every few milliseconds until it holds, failing the test
-// after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !poll(timeout, cond) {
-		t.Fatalf("timed out after %s waiting for %s", timeout, what)
-	}
-}
-
-// poll polls cond every few milliseconds until it holds (true) or timeout
-// passes (false).
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
 }
 
 // tail keeps the last max bytes written to it.
@@ -307,10 +213,10 @@ func startG(cmd *exec.Cmd) (*gproc, error) {
 	return p, nil
 }
 
-// gx is gpuexec with args, under baseEnv.
+// gx is gpuexec with args, under testsupport.Env.
 func gx(args ...string) *exec.Cmd {
 	cmd := exec.Command(gpuexecBin, args...)
-	cmd.Env = baseEnv()
+	cmd.Env = testsupport.Env()
 	return cmd
 }
 
@@ -375,6 +281,17 @@ func mustExit(t testing.TB, p *gproc) {
 	t.Helper()
 	if !p.waitExit(long) {
 		t.Fatalf("%v did not exit within %s; killed it\nstderr:\n%s", p.cmd.Args, long, p.stderr)
+	}
+}
+
+// mustWait waits (at most long) for p to log that it waits for the lock,
+// failing the test if it does not; who names p in the failure.
+func (p *gproc) mustWait(t testing.TB, who string) {
+	t.Helper()
+	select {
+	case <-p.wait:
+	case <-time.After(long):
+		t.Fatalf("%s does not say it waits\n%s", who, p.stderr)
 	}
 }
 

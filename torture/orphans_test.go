@@ -3,13 +3,14 @@
 package torture
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // TestOrphansNeverShareTheGPU: gpuexec is SIGKILLed while its job's
@@ -46,53 +47,46 @@ func TestOrphansNeverShareTheGPU(t *testing.T) {
 			t.Cleanup(func() {
 				os.WriteFile(release, nil, 0o644)
 				for _, pid := range append(gcs, job) {
-					poll(long, func() bool { return processGone(pid) })
+					testsupport.Poll(long, func() bool { return testsupport.Gone(pid) })
 				}
 			})
 			// The record names the job's group before gpuexec dies: until
 			// it does, processes that closed the liveness file are not
 			// covered (README, Guarantees, "Not promised").
-			waitFor(t, long, "the record to name the job's process group", func() bool {
-				b, err := os.ReadFile(lock)
-				var rec struct {
-					ChildPGID int `json:"childPgid"`
-				}
-				return err == nil && json.Unmarshal(b, &rec) == nil && rec.ChildPGID == job
-			})
+			testsupport.AwaitChildPGID(t, long, lock, job)
 
 			b := startT(t, gx("--lock", lock, "--slug", "next", "--wait", "10m", "--",
 				jobBin, "-id", "1", "-hold", "1ms", "-truth", truth, "-overlap", overlap))
-			select {
-			case <-b.wait:
-			case <-time.After(long):
-				t.Fatalf("the next job does not say it waits\n%s", b.stderr)
-			}
+			b.mustWait(t, "the next job")
 
 			a.cmd.Process.Kill()
 			mustExit(t, a)
-			waitFor(t, long, "the job to die with gpuexec", func() bool { return processGone(job) })
+			testsupport.Await(t, long, "the job to die with gpuexec", func() bool { return testsupport.Gone(job) })
 			for _, pid := range gcs {
-				if processGone(pid) {
+				if testsupport.Gone(pid) {
 					t.Fatalf("grandchild %d died with gpuexec: nothing left to test", pid)
 				}
 			}
 			// The waiter probes the holder every 100 ms: ten probes, and it
 			// must still be waiting.
-			deadline := time.After(time.Second)
-		wait:
-			for {
-				select {
-				case l := <-b.lines:
-					if strings.HasPrefix(l, "start 1 ") {
-						t.Fatalf("the next job started while the killed job's grandchildren run\n%s", b.stderr)
+			testsupport.StillBlocked(t, time.Second, "the next job started or ended while the killed job's grandchildren run", func() bool {
+				for {
+					select {
+					case l := <-b.lines:
+						if strings.HasPrefix(l, "start 1 ") {
+							t.Logf("the next job started:\n%s", b.stderr)
+							return true
+						}
+					default:
+						if b.exited() {
+							t.Logf("the next job ended (status %d):\n%s", b.shellStatus(), b.stderr)
+							return true
+						}
+						return false
 					}
-				case <-b.done:
-					t.Fatalf("the next job ended (status %d) while the killed job's grandchildren run\n%s", b.shellStatus(), b.stderr)
-				case <-deadline:
-					break wait
 				}
-			}
-			st := statusJSON(t, lock)
+			})
+			st := testsupport.StatusJSON(t, long, gpuexecBin, lock)
 			if st["state"] != "held" || st["alive"] != true {
 				t.Errorf("status --json while the grandchildren run: %v, want held and alive", st)
 			}
@@ -110,7 +104,7 @@ func TestOrphansNeverShareTheGPU(t *testing.T) {
 				t.Errorf("overlap: %s", l)
 			}
 			for _, pid := range gcs {
-				if !processGone(pid) {
+				if !testsupport.Gone(pid) {
 					t.Errorf("grandchild %d still runs after the next job ran", pid)
 				}
 			}
@@ -119,29 +113,4 @@ func TestOrphansNeverShareTheGPU(t *testing.T) {
 			}
 		})
 	}
-}
-
-// statusJSON runs gpuexec status --json.
-func statusJSON(t testing.TB, lock string) map[string]any {
-	t.Helper()
-	p := startT(t, gx("status", "--json", "--lock", lock))
-	mustExit(t, p)
-	var out strings.Builder
-	for {
-		select {
-		case l := <-p.lines:
-			out.WriteString(l)
-			continue
-		case <-p.eof:
-		}
-		break
-	}
-	for len(p.lines) > 0 {
-		out.WriteString(<-p.lines)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(out.String()), &m); err != nil {
-		t.Fatalf("status --json printed %q: %v\n%s", out.String(), err, p.stderr)
-	}
-	return m
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 // signalStorm sends 100 signals at p, cycling through sigs: 50 at once,
@@ -75,11 +77,7 @@ func TestSignalStorm(t *testing.T) {
 			nextLine(t, holder, "start 0 ", long)
 			token := lockToken(lock)
 			w := startT(t, gx("--lock", lock, "--slug", "waiter", "--wait", "10m", "--", jobBin, "-id", "1", "-hold", "1ms", "-truth", truth))
-			select {
-			case <-w.wait:
-			case <-time.After(long):
-				t.Fatalf("the waiter does not say it waits\n%s", w.stderr)
-			}
+			w.mustWait(t, "the waiter")
 			sent := signalStorm(w, k.sigs)
 			mustExit(t, w)
 			t.Logf("%d signals; status %d", sent, w.shellStatus())
@@ -131,11 +129,7 @@ func TestSignalStorm(t *testing.T) {
 					pids = append(pids, pid)
 				}
 				w := startT(t, gx("--lock", lock, "--slug", "next", "--wait", "10m", "--", jobBin, "-id", "1", "-hold", "1ms", "-truth", truth, "-overlap", overlap))
-				select {
-				case <-w.wait:
-				case <-time.After(long):
-					t.Fatalf("the next job does not say it waits\n%s", w.stderr)
-				}
+				w.mustWait(t, "the next job")
 				began := time.Now()
 				sent := signalStorm(h, k.sigs)
 				mustExit(t, h)
@@ -148,7 +142,7 @@ func TestSignalStorm(t *testing.T) {
 					t.Errorf("a job ignoring the signals was killed after %s, before --kill-after (1s)", took)
 				}
 				for _, pid := range pids {
-					if !processGone(pid) {
+					if !testsupport.Gone(pid) {
 						t.Errorf("the job's grandchild %d outlived gpuexec", pid)
 					}
 				}

@@ -1,0 +1,4 @@
+package testsupport
+
+// exeSuffix ends the name of a binary Build writes.
+const exeSuffix = ".exe"

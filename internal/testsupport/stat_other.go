@@ -1,0 +1,8 @@
+//go:build !linux
+
+package testsupport
+
+// ProcStat reads /proc/PID/stat: the process's state, parent, process
+// group and command name. ok is false when the process is gone (or the
+// file does not parse), and always off Linux.
+func ProcStat(pid int) (st Stat, ok bool) { return Stat{}, false }
