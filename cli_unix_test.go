@@ -414,3 +414,34 @@ func TestContentionIsExclusive(t *testing.T) {
 	wantNoLock(t, lock)
 	wantOnlyGuard(t, dir)
 }
+
+// A gpuexec-etcd of another release is refused with one line naming the
+// mismatch, for every command, before any lock is touched: a helper of the
+// first protocol (it took the first line for its request and refused an op
+// it did not know), and one of a later protocol.
+func TestEtcdHelperOfAnotherReleaseIsOneLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	helpers := map[string]string{
+		"older": `read -r line; printf '%s\n' '{"event":"error","error":"lock: unknown request \"hello\"","kind":"invalid"}'; exit 2`,
+		"newer": `read -r line; printf '%s\n' '{"event":"hello","protocol":99}'; read -r line; exit 0`,
+	}
+	for name, script := range helpers {
+		helper := filepath.Join(dir, name)
+		if err := os.WriteFile(helper, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		url := "etcd://127.0.0.1:1/gpuexec/" + name
+		for _, args := range [][]string{
+			{"--lock", url, "--wait", "1s", "--", "true"},
+			{"--lock", url, "--wait", "0", "--", "true"},
+			{"status", "--lock", url},
+			{"clear", "--lock", url},
+		} {
+			r := gx(t, []string{"GPUEXEC_ETCD_AGENT=" + helper}, args...)
+			if r.code != 125 || len(lines(r.stderr)) != 1 || !strings.Contains(r.stderr, "different releases") {
+				t.Errorf("%s helper, %v: exit %d, want 125 and one line saying the releases differ:\n%s", name, args, r.code, r.stderr)
+			}
+		}
+	}
+}

@@ -304,6 +304,9 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
 		return err
 	}
+	if n := c.Int("need"); n < 1 {
+		return failed("--need must be at least 1, got %d", n)
+	}
 	onLost := c.String("on-lost")
 	if onLost != "stop" && onLost != "continue" {
 		return failed("--on-lost must be stop or continue, got %q", onLost)

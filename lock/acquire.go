@@ -711,4 +711,3 @@ func clearOne(o Options, force bool) (*Status, error) {
 	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
 }
-

@@ -165,8 +165,6 @@ func (g *guard) release() {
 	guards.mu.Unlock()
 }
 
-
-
 // maxPartialRecord is the largest content still taken for a damaged record.
 // A record is a few hundred bytes.
 const maxPartialRecord = 4 << 10

@@ -40,7 +40,7 @@ func newFileLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLo
 
 		lost: ls,
 		stop: make(chan struct{}),
-		done:       make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	// Seen from before the record can be removed (newHeld runs under
 	// the guard, which every removal takes).

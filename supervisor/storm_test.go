@@ -78,9 +78,9 @@ func TestSignalStormInProcess(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			cfg, logs := testConfig(t, "true")
 			cfg.Wait = time.Minute
-			holder, ok, err := lock.TryAcquire(cfg.Lock)
-			if err != nil || !ok {
-				t.Fatalf("taking the lock first: %v, %v", ok, err)
+			holder, err := lock.TryAcquire(cfg.Lock)
+			if err != nil {
+				t.Fatalf("taking the lock first: %v", err)
 			}
 			token := holder.Info().Token
 			sigs, stop := signals.Notify()
@@ -100,9 +100,9 @@ func TestSignalStormInProcess(t *testing.T) {
 			if l := tickets(t, cfg.Lock.Path); len(l) > 0 {
 				t.Errorf("tickets left: %v", l)
 			}
-			st, err := lock.Inspect(cfg.Lock.Path, 0)
-			if err != nil || st.Info == nil || st.Info.Token != token {
-				t.Errorf("the holder's lock changed: %+v, %v", st, err)
+			r, err := lock.Inspect(cfg.Lock)
+			if err != nil || r.Locks[0].Info == nil || r.Locks[0].Info.Token != token {
+				t.Errorf("the holder's lock changed: %+v, %v", r, err)
 			}
 			if err := holder.Release(); err != nil {
 				t.Fatal(err)

@@ -75,12 +75,12 @@ func TestNoCommand(t *testing.T) {
 func TestChildEnvReplacesLockVariables(t *testing.T) {
 	cfg, _ := testConfig(t, "x")
 	cfg.Env = []string{"A=1", EnvLockHeld + "=0", EnvLockPath + "=/elsewhere", "GPUEXEC_LOCK=/users/own", EnvLockToken + "=0000000000000000"}
-	h, _, err := lock.TryAcquire(cfg.Lock)
+	h, err := lock.TryAcquire(cfg.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	got := strings.Join(childEnv(cfg, oneLock{h}), "\n")
+	got := strings.Join(childEnv(cfg, fileLock{h}), "\n")
 	want := strings.Join([]string{"A=1", "GPUEXEC_LOCK=/users/own", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}, "\n")
 	if got != want {
 		t.Fatalf("child env:\n%s\nwant:\n%s", got, want)
@@ -90,7 +90,7 @@ func TestChildEnvReplacesLockVariables(t *testing.T) {
 func TestWaitZeroWhileHeldIsDeferred(t *testing.T) {
 	cfg, logs := testConfig(t, os.Args[0], "-test.run=^$")
 	cfg.Wait = 0
-	h, _, err := lock.TryAcquire(cfg.Lock)
+	h, err := lock.TryAcquire(cfg.Lock)
 	if err != nil {
 		t.Fatal(err)
 	}

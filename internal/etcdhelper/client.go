@@ -48,7 +48,7 @@ func Check(o lock.Options) (*etcdurl.URL, error) {
 		return nil, &lock.OptionError{Option: "path", Problem: err.Error()}
 	}
 	if len(o.Devices) > 0 {
-		return nil, &lock.OptionError{Option: "devices", Problem: "need a lock file: an etcd:// lock is one lock; give each GPU a key of its own (etcd://.../gpu0)"}
+		return nil, &lock.OptionError{Option: "devices", Problem: "needs a lock file: an etcd:// lock is one lock; give each GPU a key of its own (--lock etcd://.../gpu0)"}
 	}
 	return u, o.Validate()
 }

@@ -519,8 +519,9 @@ func (b Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 	switch err := p.m.TryLock(ctx); {
 	case errors.Is(err, concurrency.ErrLocked):
 		p.leave()
+		seen := holderSeen(c)
 		c.close()
-		return nil, &lock.WaitError{Seen: []*lock.Status{holderSeen(ctx, c)}, Err: lock.ErrHeld}
+		return nil, &lock.WaitError{Seen: []*lock.Status{seen}, Err: lock.ErrHeld}
 	case err != nil:
 		p.leave()
 		c.close()
@@ -558,7 +559,7 @@ func (Backend) Check(o lock.Options) error {
 
 // holderSeen is the holder as seen now, for a TryAcquire that met
 // contention; nil when it cannot be read.
-func holderSeen(ctx context.Context, c *conn) *lock.Status {
+func holderSeen(c *conn) *lock.Status {
 	st, _, _, err := inspect(c)
 	if err != nil {
 		return nil

@@ -321,11 +321,15 @@ func TestStatusAndClear(t *testing.T) {
 	if st.HeartbeatAge < 0 || st.HeartbeatAge > 6*time.Second {
 		t.Errorf("heartbeat age %s", st.HeartbeatAge)
 	}
-	m := st.JSON()
+	r := reportOf(t, o)
+	m := r.JSON()
 	if m["state"] != "held" || m["owner"] != "channels" || m["path"] != url || m["staleReason"] != nil {
 		t.Errorf("JSON: %v", m)
 	}
-	if d := st.Describe(); !strings.HasPrefix(d, "held by channels/ep12 (pid ") || !strings.Contains(d, "\n  1. reels/tts (pid ") {
+	if q, _ := m["queue"].([]lock.Waiter); len(q) != 1 || q[0].Slug != "tts" {
+		t.Errorf("JSON queue: %v", m["queue"])
+	}
+	if d := r.Describe(); !strings.HasPrefix(d, "held by channels/ep12 (pid ") || !strings.Contains(d, "\n  1. reels/tts (pid ") {
 		t.Errorf("Describe: %q", d)
 	}
 
