@@ -285,7 +285,7 @@ func turnsStale(o Options, seen []*Status) (time.Time, bool) {
 		}
 		t := st.ModTime.Add(o.Stale)
 		if st.Info == nil {
-			t = st.ModTime.Add(WriteGrace)
+			t = st.ModTime.Add(writeGrace)
 		}
 		if at.IsZero() || t.Before(at) {
 			at = t

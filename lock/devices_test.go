@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,36 +26,152 @@ func TestDevicesBeside(t *testing.T) {
 		{"/l/gpu.lock", []string{"GPU-8f2c"}, []string{"/l/gpuGPU-8f2c.lock"}},
 	}
 	for _, tt := range tests {
-		got := DevicesBeside(filepath.FromSlash(tt.base), tt.names)
-		for i, d := range got {
-			if d.Name != tt.names[i] || d.Path != filepath.FromSlash(tt.want[i]) {
-				t.Errorf("DevicesBeside(%s)[%d] = %+v, want %s", tt.base, i, d, tt.want[i])
+		o := Options{Path: filepath.FromSlash(tt.base), Devices: tt.names}
+		got, err := o.target()
+		if err != nil {
+			t.Fatalf("target(%s, %v): %v", tt.base, tt.names, err)
+		}
+		if len(got.paths) != len(tt.want) || len(got.names) != len(tt.names) || got.need != 1 {
+			t.Fatalf("target(%s, %v) = %+v, want %d lock files, need 1", tt.base, tt.names, got, len(tt.want))
+		}
+		for i, p := range got.paths {
+			if got.names[i] != tt.names[i] || p != filepath.FromSlash(tt.want[i]) {
+				t.Errorf("target(%s)[%d] = %s %s, want %s %s", tt.base, i, got.names[i], p, tt.names[i], tt.want[i])
 			}
 		}
 	}
+	// Without devices the lock is Path itself.
+	got, err := Options{Path: filepath.FromSlash("/l/gpu.lock")}.target()
+	if err != nil || got.names != nil || len(got.paths) != 1 || got.paths[0] != filepath.FromSlash("/l/gpu.lock") || got.need != 1 {
+		t.Fatalf("target without devices = %+v, %v", got, err)
+	}
+}
+
+// devicePath is the lock file of device name beside o.Path.
+func devicePath(o Options, name string) string {
+	ext := filepath.Ext(o.Path)
+	return strings.TrimSuffix(o.Path, ext) + name + ext
 }
 
 func TestAcquireDevicesRejectsBadSets(t *testing.T) {
-	o := testOptions(t)
-	devs := DevicesBeside(o.Path, []string{"0", "1"})
+	tooMany := make([]string, maxDevices+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprint(i)
+	}
 	tests := []struct {
 		name    string
-		devices []Device
+		devices []string
 		need    int
+		option  string // the OptionError's Option
 	}{
-		{"none", nil, 1},
-		{"need zero", devs, 0},
-		{"need more than there are", devs, 3},
-		{"twice the same", []Device{devs[0], devs[0]}, 1},
-		{"elsewhere", []Device{{Name: "0", Path: filepath.Join(t.TempDir(), "gpu0.lock")}}, 1},
-		{"the queue's own path", []Device{{Name: "0", Path: o.Path}}, 1},
+		{"need several without devices", nil, 2, "need"},
+		{"negative need", []string{"0", "1"}, -1, "need"},
+		{"need more than there are", []string{"0", "1"}, 3, "need"},
+		{"twice the same", []string{"0", "0"}, 1, "devices"},
+		{"elsewhere", []string{"../0"}, 1, "devices"},
+		{"in a subfolder", []string{"x/0"}, 1, "devices"},
+		{"another lock's sidecar", []string{"0.lock.live-x"}, 1, "devices"},
+		{"the queue's own path", []string{""}, 1, "devices"},
+		{"too many", tooMany, 1, "devices"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := AcquireDevices(context.Background(), o, tt.devices, tt.need); !errors.Is(err, ErrBadDevices) {
-				t.Fatalf("AcquireDevices = %v, want ErrBadDevices", err)
+			o := testOptions(t)
+			o.Devices, o.Need = tt.devices, tt.need
+			check := func(what string, err error) {
+				t.Helper()
+				var oe *OptionError
+				if !errors.Is(err, ErrInvalid) || !errors.As(err, &oe) || oe.Option != tt.option {
+					t.Fatalf("%s = %v, want an OptionError for %s wrapping ErrInvalid", what, err, tt.option)
+				}
+			}
+			h, err := Acquire(context.Background(), o)
+			if h != nil {
+				h.Release()
+			}
+			check("Acquire", err)
+			h, err = TryAcquire(o)
+			if h != nil {
+				h.Release()
+			}
+			check("TryAcquire", err)
+			_, err = Inspect(o)
+			check("Inspect", err)
+			check("Validate", o.Validate())
+			if _, err := os.Stat(filepath.Dir(o.Path)); !os.IsNotExist(err) {
+				t.Fatalf("refused options created the lock's folder: %v", err)
 			}
 		})
+	}
+}
+
+// A held device set is an ordinary lock on each device: each device's lock
+// file holds a record of its own, and Held, TryAcquire, Inspect and Clear
+// name the devices.
+func TestDevicesHeld(t *testing.T) {
+	o := testOptions(t)
+	o.Devices = []string{"0", "1"}
+	o.Need = 2
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if got := h.Devices(); len(got) != 2 || got[0] != "0" || got[1] != "1" {
+		t.Fatalf("Devices = %v, want [0 1]", got)
+	}
+	if abs, _ := filepath.Abs(o.Path); h.Path() != abs {
+		t.Errorf("Path = %s, want the queue's %s", h.Path(), abs)
+	}
+	tokens, lives := h.Tokens(), h.LiveFiles()
+	if len(tokens) != 2 || tokens[0] == tokens[1] || len(lives) != 2 || lives[0] == nil || lives[1] == nil {
+		t.Fatalf("Tokens = %v, LiveFiles = %v; want one each per device", tokens, lives)
+	}
+	for i, n := range o.Devices {
+		info, err := parseRecord([]byte(mustRead(t, devicePath(o, n))))
+		if err != nil || info.Token != tokens[i] || info.PID != os.Getpid() || info.Slug != t.Name() {
+			t.Errorf("device %s's record %+v, %v; want token %s", n, info, err, tokens[i])
+		}
+	}
+	if h.Info().Token != tokens[0] {
+		t.Errorf("Info is %+v, want device 0's record", h.Info())
+	}
+	if _, err := os.Stat(o.Path); !os.IsNotExist(err) {
+		t.Fatal("the queue's anchor path was created")
+	}
+
+	oo := o
+	oo.Need = 1
+	h2, err := TryAcquire(oo)
+	var werr *WaitError
+	if !contended(h2, err) || !errors.As(err, &werr) {
+		t.Fatalf("TryAcquire with every device held = %v, %v; want a WaitError wrapping ErrHeld", h2, err)
+	}
+	if len(werr.Seen) != 2 || werr.Seen[0].Device != "0" || werr.Seen[1].Device != "1" ||
+		werr.Holder() == nil || werr.Holder().Info == nil || werr.Holder().Info.Token != tokens[0] ||
+		!strings.Contains(werr.Holders(), "GPU 0: test/") || !strings.Contains(werr.Holders(), "GPU 1: test/") {
+		t.Fatalf("WaitError saw %+v (%s), want both devices held by us", werr.Seen, werr.Holders())
+	}
+
+	r, err := Inspect(o)
+	if err != nil || len(r.Locks) != 2 || r.Locks[0].Device != "0" || r.Locks[1].Device != "1" ||
+		r.Locks[0].State != StateHeld || r.Locks[1].State != StateHeld {
+		t.Fatalf("Inspect = %+v, %v", r, err)
+	}
+	if d := r.Describe(); !strings.Contains(d, "GPU 0: held by test/") || !strings.Contains(d, "GPU 1: held by test/") {
+		t.Errorf("Describe = %q", d)
+	}
+	if _, err := Clear(o, true); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Clear with devices = %v, want ErrInvalid: it takes one lock", err)
+	}
+
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range o.Devices {
+		if _, err := os.Stat(devicePath(o, n)); !os.IsNotExist(err) {
+			t.Errorf("device %s's lock still there after Release: %v", n, err)
+		}
 	}
 }
 
@@ -64,26 +181,27 @@ func TestDevicesContention(t *testing.T) {
 	for _, need := range []int{1, 2} {
 		t.Run(fmt.Sprint("need ", need), func(t *testing.T) {
 			o := testOptions(t)
-			devs := DevicesBeside(o.Path, []string{"0", "1", "2", "3"})
+			o.Devices = []string{"0", "1", "2", "3"}
+			o.Need = need
 			truth := t.TempDir()
 			// Every device can be held at once: 4/need jobs hold
 			// together, on different devices covering them all.
-			var holders []*DeviceSet
+			var holders []*Held
 			names := map[string]bool{}
-			for range len(devs) / need {
-				set, err := AcquireDevices(context.Background(), o, devs, need)
+			for range len(o.Devices) / need {
+				set, err := Acquire(context.Background(), o)
 				if err != nil {
 					t.Fatal(err)
 				}
 				holders = append(holders, set)
 				for _, d := range set.Devices() {
-					if names[d.Name] {
-						t.Fatalf("device %s given to two jobs at once", d.Name)
+					if names[d] {
+						t.Fatalf("device %s given to two jobs at once", d)
 					}
-					names[d.Name] = true
+					names[d] = true
 				}
 			}
-			if len(names) != len(devs) {
+			if len(names) != len(o.Devices) {
 				t.Fatalf("jobs holding together got %v, want every device", names)
 			}
 			for _, set := range holders {
@@ -102,7 +220,7 @@ func TestDevicesContention(t *testing.T) {
 					oo := o
 					oo.Slug = fmt.Sprint("c", c)
 					for range rounds {
-						set, err := AcquireDevices(context.Background(), oo, devs, need)
+						set, err := Acquire(context.Background(), oo)
 						if err != nil {
 							t.Error(err)
 							return
@@ -112,7 +230,7 @@ func TestDevicesContention(t *testing.T) {
 						}
 						var files []*os.File
 						for _, d := range set.Devices() {
-							f, err := os.OpenFile(filepath.Join(truth, d.Name), os.O_RDWR|os.O_CREATE, 0o644)
+							f, err := os.OpenFile(filepath.Join(truth, d), os.O_RDWR|os.O_CREATE, 0o644)
 							if err != nil {
 								t.Error(err)
 								return
@@ -140,7 +258,7 @@ func TestDevicesContention(t *testing.T) {
 			if odd := leftovers(t, o.Path); len(odd) > 0 {
 				// Only the devices' guards may stay.
 				for _, n := range odd {
-					if filepath.Ext(n) != GuardSuffix {
+					if filepath.Ext(n) != guardSuffix {
 						t.Fatalf("left behind: %v", odd)
 					}
 				}
@@ -153,10 +271,9 @@ func TestDevicesContention(t *testing.T) {
 // job from getting a device.
 func TestDevicesDeadHolderDoesNotBlockOthers(t *testing.T) {
 	o := testOptions(t)
-	devs := DevicesBeside(o.Path, []string{"0", "1"})
-	writeLock(t, devs[0].Path, deadPID(t), "0123456789abcdef")
+	writeLock(t, devicePath(o, "0"), deadPID(t), "0123456789abcdef")
 	od := o
-	od.Path = devs[1].Path
+	od.Path = devicePath(o, "1")
 	h1, err := Acquire(context.Background(), od)
 	if err != nil {
 		t.Fatal(err)
@@ -164,12 +281,13 @@ func TestDevicesDeadHolderDoesNotBlockOthers(t *testing.T) {
 	defer h1.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	set, err := AcquireDevices(ctx, o, devs, 1)
+	o.Devices = []string{"0", "1"}
+	set, err := Acquire(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.Names() != "0" {
-		t.Fatalf("got device %s, want the one whose holder died", set.Names())
+	if names := strings.Join(set.Devices(), ","); names != "0" {
+		t.Fatalf("got device %s, want the one whose holder died", names)
 	}
 	set.Release()
 }
@@ -180,8 +298,10 @@ func TestDevicesDeadHolderDoesNotBlockOthers(t *testing.T) {
 func TestDevicesFIFO(t *testing.T) {
 	o := testOptions(t)
 	o.Poll = time.Hour
-	devs := DevicesBeside(o.Path, []string{"0", "1"})
-	first, err := AcquireDevices(context.Background(), o, devs, 2)
+	o.Devices = []string{"0", "1"}
+	both := o
+	both.Need = 2
+	first, err := Acquire(context.Background(), both)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +314,7 @@ func TestDevicesFIFO(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			set, err := AcquireDevices(context.Background(), o, devs, 1)
+			set, err := Acquire(context.Background(), o)
 			if err != nil {
 				t.Error(err)
 				return
@@ -205,9 +325,10 @@ func TestDevicesFIFO(t *testing.T) {
 		}()
 		waitUntil(t, "waiter to queue", func() bool { return liveWaiters(t, o.Path) == i+1 })
 	}
-	sts, err := InspectDevices(o.Path, devs, 0)
-	if err != nil || len(sts) != 2 || sts[0].State != StateHeld || len(sts[0].Queue) != n {
-		t.Fatalf("InspectDevices = %+v, %v", sts, err)
+	r, err := Inspect(Options{Path: o.Path, Devices: o.Devices})
+	if err != nil || len(r.Locks) != 2 || r.Locks[0].State != StateHeld || r.Locks[0].Device != "0" ||
+		r.Locks[1].State != StateHeld || r.Locks[1].Device != "1" || len(r.Queue) != n {
+		t.Fatalf("Inspect = %+v, %v", r, err)
 	}
 	first.Release()
 	holding := map[int]bool{<-got: true, <-got: true}

@@ -16,7 +16,7 @@ import (
 func TestCheckNameAndPrintable(t *testing.T) {
 	for _, tt := range []struct {
 		name, in  string
-		bad       string // substring of CheckName's error; "" for none
+		bad       string // substring of checkName's error; "" for none
 		printable string
 	}{
 		{"plain", "channels", "", "channels"},
@@ -33,19 +33,19 @@ func TestCheckNameAndPrintable(t *testing.T) {
 		{"line separator", "a\u2028b", `separator '\u2028'`, `a\u2028b`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckName(tt.in)
+			err := checkName(tt.in)
 			switch {
 			case tt.bad == "" && err != nil:
-				t.Errorf("CheckName(%q) = %v", tt.in, err)
+				t.Errorf("checkName(%q) = %v", tt.in, err)
 			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
-				t.Errorf("CheckName(%q) = %v, want an error with %q", tt.in, err, tt.bad)
+				t.Errorf("checkName(%q) = %v, want an error with %q", tt.in, err, tt.bad)
 			}
 			if got := printable(tt.in); got != tt.printable {
 				t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.printable)
 			}
 			safe := SafeName(tt.in)
-			if CheckName(safe) != nil || len(safe) > maxNameLen {
-				t.Errorf("SafeName(%q) = %q, which CheckName refuses", tt.in, safe)
+			if checkName(safe) != nil || len(safe) > maxNameLen {
+				t.Errorf("SafeName(%q) = %q, which checkName refuses", tt.in, safe)
 			}
 		})
 	}
@@ -67,7 +67,7 @@ func TestOptionsBounds(t *testing.T) {
 	} {
 		o := base
 		tt.mod(&o)
-		if _, err := o.withDefaults(); !errors.Is(err, ErrInvalid) {
+		if _, _, err := o.withDefaults(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: withDefaults = %v, want ErrInvalid", tt.name, err)
 		}
 	}
@@ -87,18 +87,22 @@ func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
 	if err := live.note(4250); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := TryAcquire(o); ok || err != nil {
-		t.Fatalf("TryAcquire beside a locked liveness file = %v, %v; want false, nil", ok, err)
+	if h, err := TryAcquire(o); h != nil || !errors.Is(err, ErrHeld) {
+		t.Fatalf("TryAcquire beside a locked liveness file = %v, %v; want nil, ErrHeld", h, err)
 	}
-	st, err := Inspect(o.Path, 0)
-	if err != nil || st.State != StateHeld || !strings.Contains(st.Holder(), "process group 4250") {
+	r, err := Inspect(Options{Path: o.Path})
+	if err != nil || len(r.Locks) != 1 {
+		t.Fatalf("Inspect = %+v, %v; want one lock", r, err)
+	}
+	st := r.Locks[0]
+	if st.State != StateHeld || !strings.Contains(st.Holder(), "process group 4250") {
 		t.Fatalf("Inspect = %+v (%s), %v; want held by the job", st, st.Holder(), err)
 	}
 	if !strings.Contains(st.Describe(), "record was removed") || st.JSON()["childPgid"] != 4250 {
 		t.Errorf("Describe %q, JSON %v", st.Describe(), st.JSON())
 	}
 	for _, force := range []bool{false, true} {
-		if _, err := Clear(o.Path, force, 0, nil); !errors.Is(err, ErrHeld) {
+		if _, err := Clear(Options{Path: o.Path}, force); !errors.Is(err, ErrHeld) {
 			t.Errorf("Clear(force=%v) = %v, want ErrHeld: nothing may free it but the job's end", force, err)
 		}
 	}
@@ -134,7 +138,7 @@ func TestHolderNoticesRemovalAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	if _, err := Clear(o.Path, true, 0, nil); err != nil {
+	if _, err := Clear(Options{Path: o.Path}, true); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -253,7 +257,7 @@ func TestArrivalNumbersAreBounded(t *testing.T) {
 	if _, err := g.f.WriteAt(b[:], 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(o.Path+TicketSuffix+"18446744073709551615", nil, 0o644); err != nil {
+	if err := os.WriteFile(o.Path+ticketSuffix+"18446744073709551615", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	existing, err := listTickets(o.Path)

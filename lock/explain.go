@@ -9,18 +9,6 @@ import (
 	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
-// FolderError is an error from the lock's folder that the user must fix:
-// this user may not create or remove files there. It names the folder,
-// who owns it and how it may be written, and how several users share a
-// lock.
-type FolderError struct {
-	// Dir is the lock's folder.
-	Dir string
-	// Holder is set when the error came from clearing a stale lock.
-	Holder string
-	Err    error
-}
-
 // shareHint is how several users share a lock: a folder that their group
 // may write (setgid, so that every file in it belongs to the group), in
 // which gpuexec makes every file group-writable.

@@ -38,18 +38,18 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 			t.Fatal(err)
 		}
 		lock := filepath.Join(dir, "gpu.lock")
-		h, ok, err := TryAcquire(Options{Path: lock, Owner: "o", Slug: "s"})
-		if !ok || err != nil {
-			t.Fatalf("TryAcquire: %v, %v", ok, err)
+		h, err := TryAcquire(Options{Path: lock, Owner: "o", Slug: "s"})
+		if h == nil || err != nil {
+			t.Fatalf("TryAcquire: %v, %v", h, err)
 		}
-		for _, p := range []string{lock, lock + GuardSuffix} {
+		for _, p := range []string{lock, lock + guardSuffix} {
 			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != tt.want {
 				t.Errorf("folder %v: %s is %v (%v), want %v", tt.folder, filepath.Base(p), fi.Mode().Perm(), err, tt.want)
 			}
 		}
 		// Whose kernel lock says a holder lives: the group may probe it,
 		// nobody else may open it (and take that lock).
-		if fi, err := os.Stat(h.LiveFile().Name()); err != nil || fi.Mode().Perm() != 0o640 {
+		if fi, err := os.Stat(h.LiveFiles()[0].Name()); err != nil || fi.Mode().Perm() != 0o640 {
 			t.Errorf("folder %v: the liveness file is %v (%v), want 0640", tt.folder, fi.Mode().Perm(), err)
 		}
 		h.Release()

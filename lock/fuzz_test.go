@@ -30,7 +30,7 @@ type class int
 
 const (
 	classRecord  class = iota // a valid record
-	classPartial              // being written or damaged: held for WriteGrace, then stale
+	classPartial              // being written or damaged: held for writeGrace, then stale
 	classNotLock              // not a lock: refused, never touched
 )
 
@@ -157,7 +157,7 @@ func FuzzJudge(f *testing.F) {
 		if info == nil {
 			// Being written: a fresh mtime, a little in the future at
 			// most (clock skew); far in the future is no excuse.
-			if want := age < WriteGrace && age > -WriteGrace; st.Alive != want {
+			if want := age < writeGrace && age > -writeGrace; st.Alive != want {
 				t.Fatalf("content that is no record, %s old: alive %v, want %v", age, st.Alive, want)
 			}
 			return

@@ -60,7 +60,7 @@ func TestGuardWaitsForItsHolder(t *testing.T) {
 	// The wait given up above has dropped what it got, so the guard is
 	// free now.
 	waitUntil(t, "the abandoned wait to let go of the guard", func() bool {
-		f, err := os.OpenFile(path+GuardSuffix, os.O_RDWR, 0)
+		f, err := os.OpenFile(path+guardSuffix, os.O_RDWR, 0)
 		if err != nil {
 			return false
 		}

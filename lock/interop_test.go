@@ -291,6 +291,18 @@ func lockLeftovers(t *testing.T, path string) []string {
 	return out
 }
 
+// inspect is lock.Inspect of the one lock at path: its status.
+func inspect(path string, stale time.Duration) (*lock.Status, error) {
+	r, err := lock.Inspect(lock.Options{Path: path, Stale: stale})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Locks) != 1 {
+		return nil, fmt.Errorf("Inspect of one lock reported %d", len(r.Locks))
+	}
+	return r.Locks[0], nil
+}
+
 func goOpts(path, slug string) lock.Options {
 	return lock.Options{Path: path, Owner: "gpuexec", Slug: slug, Poll: 10 * time.Millisecond}
 }
@@ -305,7 +317,7 @@ func TestInteropNodeWritesGoReads(t *testing.T) {
 	n := startNode(t, fastNode, "run", path, "channels", "ep12", "-")
 	token, _, _ := n.ready()
 
-	st, err := lock.Inspect(path, 0)
+	st, err := inspect(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +331,15 @@ func TestInteropNodeWritesGoReads(t *testing.T) {
 		t.Errorf("Describe = %q", st.Describe())
 	}
 
-	h, ok, err := lock.TryAcquire(goOpts(path, "try"))
-	if err != nil || ok || h != nil {
-		t.Fatalf("TryAcquire on a live Node lock: h=%v ok=%v err=%v", h, ok, err)
+	h, err := lock.TryAcquire(goOpts(path, "try"))
+	var werr *lock.WaitError
+	if !errors.Is(err, lock.ErrHeld) || !errors.As(err, &werr) || h != nil {
+		t.Fatalf("TryAcquire on a live Node lock: h=%v err=%v; want a WaitError wrapping ErrHeld", h, err)
 	}
-	if _, err := lock.Clear(path, false, 0, nil); !errors.Is(err, lock.ErrHeld) {
+	if hs := werr.Holder(); hs == nil || hs.Info == nil || hs.Info.Token != token {
+		t.Fatalf("TryAcquire's WaitError names %+v, want node's token %s", hs, token)
+	}
+	if _, err := lock.Clear(lock.Options{Path: path}, false); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("Clear of a live Node lock without force: %v, want ErrHeld", err)
 	}
 	if got := readRecord(t, path)["token"]; got != token {
@@ -337,9 +353,9 @@ func TestInteropNodeWritesGoReads(t *testing.T) {
 	if fileExists(path) {
 		t.Fatalf("node left its lock behind: %s", readRecord(t, path))
 	}
-	h, ok, err = lock.TryAcquire(goOpts(path, "after"))
-	if err != nil || !ok {
-		t.Fatalf("TryAcquire after node released: ok=%v err=%v", ok, err)
+	h, err = lock.TryAcquire(goOpts(path, "after"))
+	if err != nil || h == nil {
+		t.Fatalf("TryAcquire after node released: h=%v err=%v", h, err)
 	}
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
@@ -396,9 +412,9 @@ func TestInteropNodeSignalRelease(t *testing.T) {
 // which gets the lock only after the Go side releases.
 func TestInteropGoWritesNodeReads(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpu.lock")
-	h, ok, err := lock.TryAcquire(goOpts(path, "ep12"))
-	if err != nil || !ok {
-		t.Fatalf("TryAcquire: ok=%v err=%v", ok, err)
+	h, err := lock.TryAcquire(goOpts(path, "ep12"))
+	if err != nil || h == nil {
+		t.Fatalf("TryAcquire: h=%v err=%v", h, err)
 	}
 	defer h.Release()
 	info := h.Info()
@@ -464,9 +480,9 @@ func TestInteropGoWritesNodeReads(t *testing.T) {
 // holder as alive: status says alive, clear refuses, run times out.
 func TestInteropNodeIgnoresGoExtraFields(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpu.lock")
-	h, ok, err := lock.TryAcquire(goOpts(path, "extra"))
-	if err != nil || !ok {
-		t.Fatalf("TryAcquire: ok=%v err=%v", ok, err)
+	h, err := lock.TryAcquire(goOpts(path, "extra"))
+	if err != nil || h == nil {
+		t.Fatalf("TryAcquire: h=%v err=%v", h, err)
 	}
 	defer h.Release()
 	if err := h.RecordChild(syscall.Getpgrp()); err != nil {
@@ -522,7 +538,7 @@ func TestInteropHeartbeat(t *testing.T) {
 			fi, err := os.Stat(path)
 			return err == nil && !fi.ModTime().Before(fi0.ModTime())
 		})
-		st, err := lock.Inspect(path, time.Minute)
+		st, err := inspect(path, time.Minute)
 		if err != nil || st.State != lock.StateHeld {
 			t.Fatalf("Inspect after node's heartbeat: %v %v", st, err)
 		}
@@ -535,9 +551,9 @@ func TestInteropHeartbeat(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "gpu.lock")
 		o := goOpts(path, "long")
 		o.Heartbeat, o.Stale = 50*time.Millisecond, time.Hour
-		h, ok, err := lock.TryAcquire(o)
-		if err != nil || !ok {
-			t.Fatalf("TryAcquire: %v %v", ok, err)
+		h, err := lock.TryAcquire(o)
+		if err != nil || h == nil {
+			t.Fatalf("TryAcquire: %v %v", h, err)
 		}
 		defer h.Release()
 		// A node waiter whose stale age is 2 s, waiting 5 s: only Go's
@@ -561,9 +577,9 @@ func TestInteropNodeForceClearGoHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpu.lock")
 	o := goOpts(path, "victim")
 	o.Heartbeat = 20 * time.Millisecond
-	h, ok, err := lock.TryAcquire(o)
-	if err != nil || !ok {
-		t.Fatalf("TryAcquire: %v %v", ok, err)
+	h, err := lock.TryAcquire(o)
+	if err != nil || h == nil {
+		t.Fatalf("TryAcquire: %v %v", h, err)
 	}
 	defer h.Release()
 	out, _, code := runNode(t, nil, "clear", path, "--force")
@@ -601,7 +617,7 @@ func TestInteropStale(t *testing.T) {
 		if err := os.WriteFile(path, []byte(rec), 0o666); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := lock.Inspect(path, 0); err != nil || st.State != lock.StateStale {
+		if st, err := inspect(path, 0); err != nil || st.State != lock.StateStale {
 			t.Fatalf("Go's own judgement of the hand-written dead lock: %v %v", st, err)
 		}
 		out, _, _ := runNode(t, nil, "status", path)
@@ -652,7 +668,7 @@ func TestInteropStale(t *testing.T) {
 		if !strings.Contains(out, "alive") {
 			t.Fatalf("node status = %q, want alive (staleness is by mtime)", out)
 		}
-		if st, err := lock.Inspect(path, 0); err != nil || st.State != lock.StateHeld {
+		if st, err := inspect(path, 0); err != nil || st.State != lock.StateHeld {
 			t.Fatalf("Inspect = %v %v, want held", st, err)
 		}
 	})

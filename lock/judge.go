@@ -7,62 +7,16 @@ import (
 	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
-// WriteGrace is how long a lock file with empty or unparseable content counts
+// writeGrace is how long a lock file with empty or unparseable content counts
 // as held: it may be a lock whose creator has not written its record yet.
 // After that it is stale.
-const WriteGrace = 10 * time.Second
+const writeGrace = 10 * time.Second
 
 // startTolerance is how far a live process's start time may differ from the
 // one recorded in the lock before its pid is taken as recycled. Start times
 // are read from the same clock on both sides with 10 ms resolution; a pid is
 // never recycled within a second of the original process starting.
 const startTolerance = time.Second
-
-// State is what a lock file says about the lock.
-type State string
-
-// The states a lock can be in.
-const (
-	StateFree  State = "free"  // no lock file
-	StateHeld  State = "held"  // a live holder, or a record still being written
-	StateStale State = "stale" // the holder is gone or its heartbeat stopped
-)
-
-// Status is a lock file as read and judged at one instant. It may be out of
-// date as soon as it is returned.
-type Status struct {
-	State State `json:"state"`
-	// Path is the lock file's absolute path (an etcd lock's URL).
-	Path string `json:"path"`
-	// Device is the device whose lock this is, when it was asked for as
-	// one of Options.Devices.
-	Device string `json:"device,omitempty"`
-	// Info is the parsed record; nil when the lock is free or its content
-	// is not a valid record.
-	Info *Info `json:"info,omitempty"`
-	// Fields holds every top-level field of the record as read, unknown ones
-	// included; nil when the content is not a JSON object.
-	Fields map[string]any `json:"fields,omitempty"`
-	// Content is the raw content (at most maxRecordSize bytes).
-	Content []byte `json:"content,omitempty"`
-	// ModTime is the file's mtime, i.e. the last heartbeat.
-	ModTime time.Time `json:"modTime"`
-	// HeartbeatAge is how long ago ModTime was, at the time of judging. It
-	// is negative for an mtime in the future.
-	HeartbeatAge time.Duration `json:"heartbeatAge"`
-	// Alive reports whether the holder is taken to be alive (the lock is
-	// held); false for free and stale locks.
-	Alive bool `json:"alive"`
-	// Reason says why the lock is judged as it is: why it is stale, or what
-	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
-	Reason string `json:"reason,omitempty"`
-
-	// orphan is the locked liveness file of a holder whose record is
-	// gone while its job still runs (see sweep); orphanGroup is the
-	// job's process group it noted.
-	orphan      string
-	orphanGroup int
-}
 
 // Holder names the holder for messages.
 func (s *Status) Holder() string {
@@ -124,8 +78,8 @@ func withinTolerance(a, b int64) bool {
 //
 // The rules, in order:
 //   - content that is not a valid record is held while its mtime is under
-//     WriteGrace old (its writer may not have written it yet), stale after;
-//   - a holder whose liveness lock (see LiveSuffix) is held is alive,
+//     writeGrace old (its writer may not have written it yet), stale after;
+//   - a holder whose liveness lock (see liveSuffix) is held is alive,
 //     however old its heartbeat and whatever host it names: the kernel says
 //     the holder or a process of its job runs, and an old mtime only means
 //     it was stopped (SIGSTOP, Ctrl+Z), the machine slept, the clock
@@ -151,7 +105,7 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	if s.Info == nil {
 		// A record being written has a fresh mtime; one far in the
 		// future is no excuse to block every job until then.
-		if s.HeartbeatAge < WriteGrace && s.HeartbeatAge > -WriteGrace {
+		if s.HeartbeatAge < writeGrace && s.HeartbeatAge > -writeGrace {
 			setHeld("lock file has no valid record yet (%s old); it may still be being written", fmtAge(s.HeartbeatAge))
 			return
 		}

@@ -97,7 +97,7 @@ func TestJudge(t *testing.T) {
 		{"other host, liveness lock free, fresh heartbeat", rec(func(i *Info) { i.Host = "render-box-2" }), time.Minute,
 			fakeProber{live: map[string]bool{"0123456789abcdef": false}}, StateHeld, "render-box-2"},
 		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},
-		{"unparseable, at the grace limit", nil, WriteGrace, dead, StateStale, "no valid record"},
+		{"unparseable, at the grace limit", nil, writeGrace, dead, StateStale, "no valid record"},
 		{"unparseable, old", nil, time.Minute, dead, StateStale, "no valid record"},
 		{"unparseable, mtime a little in the future", nil, -2 * time.Second, dead, StateHeld, "being written"},
 		{"unparseable, mtime far in the future", nil, -time.Hour, dead, StateStale, "no valid record"},

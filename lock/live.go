@@ -9,7 +9,7 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
-// LiveSuffix names a holder's liveness file: "<lock>.live-<token>". The
+// liveSuffix names a holder's liveness file: "<lock>.live-<token>". The
 // holder takes an exclusive kernel lock (flock / LockFileEx) on it before it
 // creates the lock record and keeps it until after the record is removed;
 // its job inherits the open file, so the kernel lock stays held exactly as
@@ -17,9 +17,9 @@ import (
 // take a shared lock on it knows, without trusting a pid, that the holder
 // and its job are gone. Records without a liveness file (the seed's Node
 // tool) are judged by pid and heartbeat.
-const LiveSuffix = ".live-"
+const liveSuffix = ".live-"
 
-func livePath(lockPath, token string) string { return lockPath + LiveSuffix + token }
+func livePath(lockPath, token string) string { return lockPath + liveSuffix + token }
 
 // liveLock is a held liveness lock.
 type liveLock struct {

@@ -3,8 +3,10 @@
 // from (lock/testdata/seedlock.cjs): both write the same JSON record to the
 // same path, so gpuexec and that tool exclude each other on one lock.
 //
-// This file is the package's whole API; the rest is unexported. Guarantees,
-// among processes using this package on one host and a local filesystem:
+// This file holds the package's API, every exported type and function (the
+// methods that print a Status or Report are in report.go); everything else
+// is unexported. Guarantees, among processes using this package on one host
+// and a local filesystem:
 //   - at most one holds the lock at a time, whatever the interleaving,
 //     including several waiters judging one stale lock at the same instant;
 //   - a lock is removed only by its holder (same pid and token), or after it
@@ -274,6 +276,108 @@ func WithLock(ctx context.Context, o Options, fn func(ctx context.Context) error
 		}
 	}()
 	return fn(fctx)
+}
+
+// Info is the content of a lock file.
+//
+// The first five fields are exactly the seed's (same JSON names and types),
+// so files written by the seed's Node tool parse here and files written here
+// parse there. The others are gpuexec's additions; they are omitted when
+// empty and never required: a record without them is judged by pid and
+// heartbeat alone.
+type Info struct {
+	PID        int    `json:"pid"`
+	AcquiredAt string `json:"acquiredAt"`
+	Owner      string `json:"owner"`
+	Slug       string `json:"slug"`
+	Token      string `json:"token"`
+
+	// Host is the holder's host name. When it is set and differs from this
+	// host, the pid cannot be checked and only the heartbeat counts.
+	Host string `json:"host,omitempty"`
+	// PIDStart is the holder process's start time in milliseconds since the
+	// Unix epoch, so that a recycled pid is not mistaken for the holder.
+	PIDStart int64 `json:"pidStart,omitempty"`
+	// ChildPGID is the process group (Unix) of the job gpuexec runs. While
+	// any process of that group lives, the lock is alive even if gpuexec
+	// itself was killed.
+	ChildPGID int `json:"childPgid,omitempty"`
+}
+
+// State is what a lock file says about the lock.
+type State string
+
+// The states a lock can be in.
+const (
+	StateFree  State = "free"  // no lock file
+	StateHeld  State = "held"  // a live holder, or a record still being written
+	StateStale State = "stale" // the holder is gone or its heartbeat stopped
+)
+
+// Status is a lock file as read and judged at one instant. It may be out of
+// date as soon as it is returned.
+type Status struct {
+	State State `json:"state"`
+	// Path is the lock file's absolute path (an etcd lock's URL).
+	Path string `json:"path"`
+	// Device is the device whose lock this is, when it was asked for as
+	// one of Options.Devices.
+	Device string `json:"device,omitempty"`
+	// Info is the parsed record; nil when the lock is free or its content
+	// is not a valid record.
+	Info *Info `json:"info,omitempty"`
+	// Fields holds every top-level field of the record as read, unknown ones
+	// included; nil when the content is not a JSON object.
+	Fields map[string]any `json:"fields,omitempty"`
+	// Content is the raw content (at most maxRecordSize bytes).
+	Content []byte `json:"content,omitempty"`
+	// ModTime is the file's mtime, i.e. the last heartbeat.
+	ModTime time.Time `json:"modTime"`
+	// HeartbeatAge is how long ago ModTime was, at the time of judging. It
+	// is negative for an mtime in the future.
+	HeartbeatAge time.Duration `json:"heartbeatAge"`
+	// Alive reports whether the holder is taken to be alive (the lock is
+	// held); false for free and stale locks.
+	Alive bool `json:"alive"`
+	// Reason says why the lock is judged as it is: why it is stale, or what
+	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
+	Reason string `json:"reason,omitempty"`
+
+	// orphan is the locked liveness file of a holder whose record is
+	// gone while its job still runs (see sweep); orphanGroup is the
+	// job's process group it noted.
+	orphan      string
+	orphanGroup int
+}
+
+// Waiter is one ticket in the queue, for status displays.
+type Waiter struct {
+	// Position is 1 for the next waiter to be served.
+	Position int    `json:"position"`
+	Seq      uint64 `json:"seq"`
+	PID      int    `json:"pid"`
+	Owner    string `json:"owner"`
+	Slug     string `json:"slug"`
+	Host     string `json:"host,omitempty"`
+	// Since is when it started waiting (UTC ISO-8601 with milliseconds).
+	Since string `json:"since"`
+	// Locks are the lock files it waits for (base names); empty for a
+	// ticket that does not say (it is taken to wait for every lock).
+	Locks []string `json:"locks,omitempty"`
+	// Alive is false for a ticket whose waiter is gone (not yet pruned).
+	Alive bool `json:"alive"`
+}
+
+// FolderError is an error from the lock's folder that the user must fix:
+// this user may not create or remove files there. It names the folder,
+// who owns it and how it may be written, and how several users share a
+// lock.
+type FolderError struct {
+	// Dir is the lock's folder.
+	Dir string
+	// Holder is set when the error came from clearing a stale lock.
+	Holder string
+	Err    error
 }
 
 // Report is what Inspect finds: each lock as judged and the queue.

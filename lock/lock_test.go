@@ -83,11 +83,18 @@ func leftovers(t *testing.T, path string) []string {
 	}
 	var odd []string
 	for _, e := range ents {
-		if n := e.Name(); n != filepath.Base(path) && n != filepath.Base(path)+GuardSuffix {
+		if n := e.Name(); n != filepath.Base(path) && n != filepath.Base(path)+guardSuffix {
 			odd = append(odd, n)
 		}
 	}
 	return odd
+}
+
+// contended reports whether TryAcquire's result is contention: no lock,
+// and a *WaitError wrapping ErrHeld.
+func contended(h *Held, err error) bool {
+	var werr *WaitError
+	return h == nil && errors.As(err, &werr) && errors.Is(err, ErrHeld)
 }
 
 func TestAcquireRelease(t *testing.T) {
@@ -103,8 +110,8 @@ func TestAcquireRelease(t *testing.T) {
 	if info.PID != os.Getpid() || info.Token != h.Info().Token || info.Owner != "test" || info.Slug != t.Name() {
 		t.Fatalf("record %+v does not match holder %+v", info, h.Info())
 	}
-	if _, ok, err := TryAcquire(o); ok || err != nil {
-		t.Fatalf("TryAcquire on a held lock = %v, %v; want false, nil", ok, err)
+	if h2, err := TryAcquire(o); !contended(h2, err) {
+		t.Fatalf("TryAcquire on a held lock = %v, %v; want nil, a WaitError wrapping ErrHeld", h2, err)
 	}
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
@@ -118,9 +125,9 @@ func TestAcquireRelease(t *testing.T) {
 	if odd := leftovers(t, o.Path); len(odd) > 0 {
 		t.Fatalf("left behind: %v", odd)
 	}
-	h2, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire on a free lock = %v, %v", ok, err)
+	h2, err := TryAcquire(o)
+	if h2 == nil || err != nil {
+		t.Fatalf("TryAcquire on a free lock = %v, %v", h2, err)
 	}
 	h2.Release()
 }
@@ -139,8 +146,8 @@ func TestAcquireWaitsAndTimesOut(t *testing.T) {
 	if !errors.As(err, &werr) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire on a held lock: %v; want a WaitError wrapping DeadlineExceeded", err)
 	}
-	if werr.Holder == nil || werr.Holder.Info == nil || werr.Holder.Info.Token != h.Info().Token {
-		t.Fatalf("WaitError names holder %+v, want ours", werr.Holder)
+	if hs := werr.Holder(); hs == nil || hs.Info == nil || hs.Info.Token != h.Info().Token {
+		t.Fatalf("WaitError names holder %+v, want ours", hs)
 	}
 	if !strings.Contains(err.Error(), "test/"+t.Name()) {
 		t.Fatalf("error %q does not name the holder", err)
@@ -205,9 +212,9 @@ func TestAcquireClearsStale(t *testing.T) {
 			var logs strings.Builder
 			o.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 			tt.prepare(t, o.Path)
-			h, ok, err := TryAcquire(o)
-			if !ok || err != nil {
-				t.Fatalf("TryAcquire over a stale lock = %v, %v", ok, err)
+			h, err := TryAcquire(o)
+			if h == nil || err != nil {
+				t.Fatalf("TryAcquire over a stale lock = %v, %v", h, err)
 			}
 			if !strings.Contains(logs.String(), "cleared stale GPU lock") || !strings.Contains(logs.String(), tt.reason) {
 				t.Fatalf("log does not record the clearing with reason %q:\n%s", tt.reason, logs.String())
@@ -228,8 +235,8 @@ func TestFreshEmptyLockIsWaitedFor(t *testing.T) {
 	if err := os.WriteFile(o.Path, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := TryAcquire(o); ok || err != nil {
-		t.Fatalf("TryAcquire over a lock being written = %v, %v; want false, nil", ok, err)
+	if h, err := TryAcquire(o); !contended(h, err) {
+		t.Fatalf("TryAcquire over a lock being written = %v, %v; want nil, a WaitError wrapping ErrHeld", h, err)
 	}
 	if mustRead(t, o.Path) != "" {
 		t.Fatal("the lock being written was touched")
@@ -390,21 +397,21 @@ func TestWithLockReleasesOnErrorAndPanic(t *testing.T) {
 
 func TestClear(t *testing.T) {
 	o := testOptions(t)
-	if st, err := Clear(o.Path, false, 0, nil); err != nil || st.State != StateFree {
+	if st, err := Clear(Options{Path: o.Path}, false); err != nil || st.State != StateFree {
 		t.Fatalf("Clear on a free lock = %+v, %v", st, err)
 	}
 	h, err := Acquire(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Clear(o.Path, false, 0, nil)
+	st, err := Clear(Options{Path: o.Path}, false)
 	if !errors.Is(err, ErrHeld) || st.State != StateHeld {
 		t.Fatalf("Clear on a live lock = %+v, %v; want ErrHeld", st, err)
 	}
 	if _, err := os.Stat(o.Path); err != nil {
 		t.Fatal("Clear without force removed a live lock")
 	}
-	if _, err := Clear(o.Path, true, 0, nil); err != nil {
+	if _, err := Clear(Options{Path: o.Path}, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(o.Path); !errors.Is(err, os.ErrNotExist) {
@@ -412,7 +419,7 @@ func TestClear(t *testing.T) {
 	}
 	h.Release()
 	writeLock(t, o.Path, deadPID(t), "0123456789abcdef")
-	st, err = Clear(o.Path, false, 0, nil)
+	st, err = Clear(Options{Path: o.Path}, false)
 	if err != nil || st.State != StateStale || !strings.Contains(st.Reason, "is gone") {
 		t.Fatalf("Clear on a stale lock = %+v, %v", st, err)
 	}
@@ -451,10 +458,10 @@ func TestBadPaths(t *testing.T) {
 			if _, err := Acquire(ctx, o); err == nil || errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Acquire(%s) = %v, want an immediate error", tt.path, err)
 			}
-			if _, err := Inspect(tt.path, 0); err == nil {
+			if _, err := Inspect(Options{Path: tt.path}); err == nil {
 				t.Fatalf("Inspect(%s) succeeded", tt.path)
 			}
-			if _, err := Clear(tt.path, true, 0, nil); err == nil {
+			if _, err := Clear(Options{Path: tt.path}, true); err == nil {
 				t.Fatalf("Clear(%s, force) succeeded", tt.path)
 			}
 		})
@@ -472,12 +479,12 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, _, err := TryAcquire(tt.o); !errors.Is(err, ErrInvalid) {
+			if _, err := TryAcquire(tt.o); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("TryAcquire(%+v) = %v, want ErrInvalid", tt.o, err)
 			}
 		})
 	}
-	o, err := Options{Path: "x", Stale: time.Minute}.withDefaults()
+	o, _, err := Options{Path: "x", Stale: time.Minute}.withDefaults()
 	if err != nil || o.Heartbeat >= o.Stale {
 		t.Fatalf("default heartbeat %s not under stale %s (%v)", o.Heartbeat, o.Stale, err)
 	}
@@ -553,11 +560,11 @@ func TestStaleStampede(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				h, ok, err := TryAcquire(o)
-				if err != nil {
+				h, err := TryAcquire(o)
+				if err != nil && !errors.Is(err, ErrHeld) {
 					t.Error(err)
 				}
-				if ok {
+				if h != nil {
 					winners.Add(1)
 					mu.Lock()
 					held = append(held, h)
@@ -585,7 +592,7 @@ func TestSweepLeftovers(t *testing.T) {
 	gone := []string{
 		fmt.Sprintf("%s.stale-%d-abc123", o.Path, dead),
 		fmt.Sprintf("%s.tmp-%d-abc123", o.Path, dead),
-		o.Path + LiveSuffix + "0123456789abcdef", // nobody holds its lock
+		o.Path + liveSuffix + "0123456789abcdef", // nobody holds its lock
 	}
 	kept := []string{
 		fmt.Sprintf("%s.stale-%d-abc123", o.Path, alive), // a live process's set-aside lock
@@ -603,9 +610,9 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.release()
-	h, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire = %v, %v", ok, err)
+	h, err := TryAcquire(o)
+	if h == nil || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", h, err)
 	}
 	h.Release()
 	for _, p := range gone {

@@ -115,9 +115,9 @@ func TestClearWhileOpenElsewhere(t *testing.T) {
 // the lock open (File.ReadAllText, Get-Content).
 func TestHeartbeatWhileOpenElsewhere(t *testing.T) {
 	o := testOptions(t)
-	h, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire = %v, %v", ok, err)
+	h, err := TryAcquire(o)
+	if h == nil || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", h, err)
 	}
 	defer h.Release()
 	old := time.Now().Add(-time.Hour)
@@ -126,7 +126,7 @@ func TestHeartbeatWhileOpenElsewhere(t *testing.T) {
 	}
 	rh := openElsewhere(t, o.Path, shareRead)
 	defer windows.CloseHandle(rh)
-	if err := h.touch(); err != nil {
+	if err := h.locks[0].touch(); err != nil {
 		t.Fatalf("heartbeat with a reader: %v", err)
 	}
 	fi, err := os.Stat(o.Path)
@@ -155,9 +155,9 @@ func TestCreateOverDeletePending(t *testing.T) {
 		close(closed)
 	})
 	defer func() { <-closed }()
-	held, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire over a deleted lock still open elsewhere = %v, %v", ok, err)
+	held, err := TryAcquire(o)
+	if held == nil || err != nil {
+		t.Fatalf("TryAcquire over a deleted lock still open elsewhere = %v, %v", held, err)
 	}
 	if err := held.Release(); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
-// TicketSuffix names a waiter's ticket beside the lock:
+// ticketSuffix names a waiter's ticket beside the lock:
 // "<lock>.ticket-<seq>", seq a 20-digit arrival number. Waiters are served
 // in seq order: while a live ticket with a lower seq exists, a waiter does
 // not take a free lock. A waiter holds an exclusive kernel lock on its
@@ -28,25 +28,7 @@ import (
 // Processes that know nothing of tickets (the seed's Node tool) are not
 // queued: when they hold the lock they are simply waited for, and they may
 // take a free lock before the head of the queue does.
-const TicketSuffix = ".ticket-"
-
-// Waiter is one ticket in the queue, for status displays.
-type Waiter struct {
-	// Position is 1 for the next waiter to be served.
-	Position int    `json:"position"`
-	Seq      uint64 `json:"seq"`
-	PID      int    `json:"pid"`
-	Owner    string `json:"owner"`
-	Slug     string `json:"slug"`
-	Host     string `json:"host,omitempty"`
-	// Since is when it started waiting (UTC ISO-8601 with milliseconds).
-	Since string `json:"since"`
-	// Locks are the lock files it waits for (base names); empty for a
-	// ticket that does not say (it is taken to wait for every lock).
-	Locks []string `json:"locks,omitempty"`
-	// Alive is false for a ticket whose waiter is gone (not yet pruned).
-	Alive bool `json:"alive"`
-}
+const ticketSuffix = ".ticket-"
 
 // ticketRecord is a ticket's content. Another user's process may have
 // written it: it is only ever read into this struct, and its strings are
@@ -95,7 +77,7 @@ type ticket struct {
 }
 
 func ticketPath(lockPath string, seq uint64) string {
-	return fmt.Sprintf("%s%s%020d", lockPath, TicketSuffix, seq)
+	return fmt.Sprintf("%s%s%020d", lockPath, ticketSuffix, seq)
 }
 
 // ticketEntry is a ticket file found in the lock's folder.
@@ -110,7 +92,7 @@ func listTickets(lockPath string) ([]ticketEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := filepath.Base(lockPath) + TicketSuffix
+	prefix := filepath.Base(lockPath) + ticketSuffix
 	var out []ticketEntry
 	for _, e := range ents {
 		name := e.Name()

@@ -73,11 +73,11 @@ func TestFIFO(t *testing.T) {
 			}()
 			waitUntil(t, "waiter to queue", func() bool { return liveWaiters(t, o.Path) == i+1 })
 		}
-		st, err := Inspect(o.Path, 0)
+		r, err := Inspect(Options{Path: o.Path})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, w := range st.Queue {
+		for i, w := range r.Queue {
 			if w.Position != i+1 || w.Slug != string(rune('a'+i)) || w.PID != os.Getpid() {
 				t.Fatalf("queue[%d] = %+v", i, w)
 			}
@@ -109,13 +109,13 @@ func TestQueuedTryAcquireRespectsWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := TryAcquire(o); ok || err != nil {
-		t.Fatalf("TryAcquire with a live waiter queued = %v, %v; want false, nil", ok, err)
+	if h, err := TryAcquire(o); !contended(h, err) {
+		t.Fatalf("TryAcquire with a live waiter queued = %v, %v; want nil, a WaitError wrapping ErrHeld", h, err)
 	}
 	tk.drop()
-	h, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire after the waiter left = %v, %v", ok, err)
+	h, err := TryAcquire(o)
+	if h == nil || err != nil {
+		t.Fatalf("TryAcquire after the waiter left = %v, %v", h, err)
 	}
 	h.Release()
 }
@@ -135,12 +135,12 @@ func TestDeadWaitersTicketIsPruned(t *testing.T) {
 	// The waiter dies: the kernel drops its lock, the file stays.
 	osfile.Unlock(tk.f)
 	tk.f.Close()
-	if st, _ := Inspect(o.Path, 0); len(st.Queue) != 1 || st.Queue[0].Alive {
-		t.Fatalf("queue with a dead ticket = %+v", st.Queue)
+	if r, err := Inspect(Options{Path: o.Path}); err != nil || len(r.Queue) != 1 || r.Queue[0].Alive {
+		t.Fatalf("queue with a dead ticket = %+v, %v", r, err)
 	}
-	h, ok, err := TryAcquire(o)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire past a dead waiter's ticket = %v, %v", ok, err)
+	h, err := TryAcquire(o)
+	if h == nil || err != nil {
+		t.Fatalf("TryAcquire past a dead waiter's ticket = %v, %v", h, err)
 	}
 	h.Release()
 	if _, err := os.Stat(tk.path); !os.IsNotExist(err) {
@@ -237,7 +237,7 @@ func TestDeadHolderNoticedWithoutPolling(t *testing.T) {
 }
 
 // A lock file left empty (its creator killed before writing) turns stale
-// after WriteGrace: a waiter with a one-hour poll takes it then.
+// after writeGrace: a waiter with a one-hour poll takes it then.
 func TestEmptyLockTakenWhenGraceEnds(t *testing.T) {
 	o := testOptions(t)
 	o.Poll = time.Hour
@@ -246,7 +246,7 @@ func TestEmptyLockTakenWhenGraceEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nearly out of grace already.
-	mt := time.Now().Add(-WriteGrace + 200*time.Millisecond)
+	mt := time.Now().Add(-writeGrace + 200*time.Millisecond)
 	os.Chtimes(o.Path, mt, mt)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -24,32 +24,6 @@ const maxRecordSize = 64 << 10
 // the seed's Node tool writes into acquiredAt.
 const isoMillis = "2006-01-02T15:04:05.000Z"
 
-// Info is the content of a lock file.
-//
-// The first five fields are exactly the seed's (same JSON names and types),
-// so files written by the seed's Node tool parse here and files written here
-// parse there. The others are gpuexec's additions; they are omitted when
-// empty and never required: a record without them is judged by pid and
-// heartbeat alone.
-type Info struct {
-	PID        int    `json:"pid"`
-	AcquiredAt string `json:"acquiredAt"`
-	Owner      string `json:"owner"`
-	Slug       string `json:"slug"`
-	Token      string `json:"token"`
-
-	// Host is the holder's host name. When it is set and differs from this
-	// host, the pid cannot be checked and only the heartbeat counts.
-	Host string `json:"host,omitempty"`
-	// PIDStart is the holder process's start time in milliseconds since the
-	// Unix epoch, so that a recycled pid is not mistaken for the holder.
-	PIDStart int64 `json:"pidStart,omitempty"`
-	// ChildPGID is the process group (Unix) of the job gpuexec runs. While
-	// any process of that group lives, the lock is alive even if gpuexec
-	// itself was killed.
-	ChildPGID int `json:"childPgid,omitempty"`
-}
-
 // Holder names the holder the way log lines and messages do:
 // "channels/ep12 (pid 4242)".
 func (i *Info) Holder() string {

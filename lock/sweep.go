@@ -51,7 +51,7 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		}
 		path := filepath.Join(dir, name)
 		switch {
-		case strings.HasPrefix(rest, LiveSuffix) && validToken(rest[len(LiveSuffix):]):
+		case strings.HasPrefix(rest, liveSuffix) && validToken(rest[len(liveSuffix):]):
 			if held, known, group := probeLiveFile(path); known && held {
 				if busy == nil {
 					busy = orphanStatus(lockPath, path, group)

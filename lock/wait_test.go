@@ -179,10 +179,11 @@ func TestWaitForChangeWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	held, err := Inspect(o.Path, o.Stale)
-	if err != nil || held.State != StateHeld {
-		t.Fatalf("Inspect = %+v, %v; want held", held, err)
+	r, err := Inspect(Options{Path: o.Path, Stale: o.Stale})
+	if err != nil || len(r.Locks) != 1 || r.Locks[0].State != StateHeld {
+		t.Fatalf("Inspect = %+v, %v; want held", r, err)
 	}
+	held := r.Locks[0]
 	q := queueOf(t, o, 3)
 	mine := q[2]
 	k, err := newWaker(o.Path, []string{o.Path})

@@ -35,10 +35,10 @@ func newWaker(lockPath string, locks []string) (*waker, error) {
 	var lives []string
 	for _, l := range locks {
 		set[l] = true
-		lives = append(lives, l+LiveSuffix)
+		lives = append(lives, l+liveSuffix)
 	}
 	k := &waker{
-		dir: filepath.Dir(lockPath), locks: set, lives: lives, tickets: lockPath + TicketSuffix,
+		dir: filepath.Dir(lockPath), locks: set, lives: lives, tickets: lockPath + ticketSuffix,
 		c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if err := k.watch(); err != nil {

@@ -37,8 +37,8 @@ func TestWakerWakesOnRemovalsOnly(t *testing.T) {
 	lockPath := filepath.Join(dir, "gpu.lock")
 	ticket := ticketPath(lockPath, 1)
 	ticket2 := ticketPath(lockPath, 2)
-	live := lockPath + LiveSuffix + "0123456789abcdef"
-	other := filepath.Join(dir, "other.lock"+LiveSuffix+"0123456789abcdef")
+	live := lockPath + liveSuffix + "0123456789abcdef"
+	other := filepath.Join(dir, "other.lock"+liveSuffix+"0123456789abcdef")
 	for _, p := range []string{lockPath, ticket, ticket2, live, other} {
 		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)

@@ -50,7 +50,7 @@ func stormSelf(t *testing.T, sigs []syscall.Signal) {
 
 func tickets(t *testing.T, lockPath string) []string {
 	t.Helper()
-	m, err := filepath.Glob(lockPath + lock.TicketSuffix + "*")
+	m, err := filepath.Glob(lockPath + ".ticket-*")
 	if err != nil {
 		t.Fatal(err)
 	}
