@@ -395,20 +395,29 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 	return logger, func() { lj.Close() }, nil
 }
 
-func statusCmd(c *cli.Context, stdout io.Writer) error {
+// lockCommand is the lock that status and clear act on, checked.
+func lockCommand(c *cli.Context) (lock.Options, lock.Backend, error) {
 	if err := noArgs(c); err != nil {
-		return err
+		return lock.Options{}, nil, err
 	}
 	if err := intervals(c, "stale"); err != nil {
-		return err
+		return lock.Options{}, nil, err
 	}
 	o, err := lockOptions(c)
 	if err != nil {
-		return err
+		return o, nil, err
 	}
 	b := backend(o.Path)
 	if err := b.Check(o); err != nil {
-		return optionFailed(err)
+		return o, nil, optionFailed(err)
+	}
+	return o, b, nil
+}
+
+func statusCmd(c *cli.Context, stdout io.Writer) error {
+	o, b, err := lockCommand(c)
+	if err != nil {
+		return err
 	}
 	r, err := b.Inspect(o)
 	if err != nil {
@@ -445,19 +454,9 @@ func printJSON(stdout io.Writer, v any) error {
 }
 
 func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	if err := intervals(c, "stale"); err != nil {
-		return err
-	}
-	o, err := lockOptions(c)
+	o, b, err := lockCommand(c)
 	if err != nil {
 		return err
-	}
-	b := backend(o.Path)
-	if err := b.Check(o); err != nil {
-		return optionFailed(err)
 	}
 	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info}).Named("lock")
 	st, err := b.Clear(o, c.Bool("force"))

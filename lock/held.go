@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
@@ -22,7 +23,7 @@ type fileLock struct {
 	live *liveLock
 
 	mu       sync.Mutex
-	released bool
+	released atomic.Bool
 	file     os.FileInfo // the lock file as written, to tell it is still there
 
 	// lost is the Held's: marked when this lock was found to be no
@@ -248,13 +249,9 @@ func (h *fileLock) release() error {
 // stopHeartbeat marks the lock released and stops its heartbeat; false if
 // it already was.
 func (h *fileLock) stopHeartbeat() bool {
-	h.mu.Lock()
-	if h.released {
-		h.mu.Unlock()
+	if !h.released.CompareAndSwap(false, true) {
 		return false
 	}
-	h.released = true
-	h.mu.Unlock()
 	close(h.stop)
 	<-h.done
 	return true

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -220,13 +221,7 @@ func (p *nodeProc) wait() int {
 // eventually polls cond until it holds, failing the test at the deadline.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(interopDeadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %s waiting for %s", interopDeadline, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Await(t, interopDeadline, what, cond)
 }
 
 func fileExists(path string) bool {

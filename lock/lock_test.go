@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
@@ -32,26 +31,8 @@ func testOptions(t *testing.T) Options {
 	}
 }
 
-// deadPID returns the pid of a process that has exited and been reaped,
-// fresh at each call and checked to be unused: with the torture suite
-// beside it, a machine can go through every pid in well under a minute.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	for range 10 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		// Built with -race, the test binary would linger a second at
-		// exit.
-		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
-		}
-		if pid := cmd.Process.Pid; !proc.Alive(pid) {
-			return pid
-		}
-	}
-	t.Fatal("no pid of an exited process stays unused here")
-	return 0
-}
+// deadPID is the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int { return testsupport.DeadPID(t) }
 
 // writeLock writes a seed-format record by hand, as the Node tool would.
 func writeLock(t *testing.T, path string, pid int, token string) {

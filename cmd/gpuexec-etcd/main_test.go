@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
 	"github.com/gpuexec/gpuexec/internal/testlog"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 const (
@@ -82,12 +82,7 @@ var roles = map[string]func() int{
 	},
 }
 
-func writeAtomic(path, s string) error {
-	if err := os.WriteFile(path+".part", []byte(s), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".part", path)
-}
+func writeAtomic(path, s string) error { return testsupport.WriteAtomic(path, []byte(s)) }
 
 func TestMain(m *testing.M) {
 	if r := os.Getenv(roleEnv); r != "" {
@@ -104,16 +99,12 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	if bin := etcdtest.Find(); bin != "" {
-		gpuexecBin = filepath.Join(dir, "gpuexec")
-		for _, b := range [][]string{
-			{"build", "-o", gpuexecBin, "github.com/gpuexec/gpuexec"},
-			{"build", "-o", filepath.Join(dir, "gpuexec-etcd"), "."},
-		} {
-			cmd := exec.Command(goTool(), b...)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(b, " "), err, out)
-				return 1
-			}
+		if gpuexecBin, err = testsupport.Build(dir, "gpuexec", "github.com/gpuexec/gpuexec"); err == nil {
+			_, err = testsupport.Build(dir, "gpuexec-etcd", ".")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		if shared, err = etcdtest.StartIn(bin, filepath.Join(dir, "etcd")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -131,13 +122,6 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
 func sharedEtcd(t *testing.T) *etcdtest.Server {
 	t.Helper()
 	etcdtest.Binary(t)
@@ -149,15 +133,7 @@ func sharedEtcd(t *testing.T) *etcdtest.Server {
 
 // env is this process's environment without GPUEXEC_ variables, plus
 // extra.
-func env(extra ...string) []string {
-	var e []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GPUEXEC_") && !strings.HasPrefix(kv, "GORACE=") {
-			e = append(e, kv)
-		}
-	}
-	return append(append(e, "GORACE=atexit_sleep_ms=0"), extra...)
-}
+func env(extra ...string) []string { return testsupport.Env(extra...) }
 
 // proc is a started gpuexec whose output goes to buffers.
 type proc struct {
@@ -215,14 +191,7 @@ func run(t *testing.T, environ []string, args ...string) (int, string, string) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(long)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", long, what)
-		}
-		tm := time.NewTimer(20 * time.Millisecond)
-		<-tm.C
-	}
+	testsupport.Await(t, long, what, cond)
 }
 
 // holdJob starts gpuexec running the hold role under url and waits until
@@ -255,15 +224,7 @@ func (p *proc) exited() bool {
 
 func statusJSON(t *testing.T, url string) map[string]any {
 	t.Helper()
-	code, out, errOut := run(t, env(), "status", "--lock", url, "--json")
-	if code != 0 {
-		t.Fatalf("status: %d\n%s%s", code, out, errOut)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
-	}
-	return m
+	return testsupport.StatusJSON(t, long, gpuexecBin, url)
 }
 
 func queueLen(t *testing.T, url string) int {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -360,14 +361,20 @@ func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 	}
 }
 
-// Inspect reads the lock and its queue through a helper.
-func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
-	c, err := open("status", o, nil)
+// once runs a request of one answer (status, clear) in a helper of its
+// own.
+func once(op string, o lock.Options, edit func(*request)) (event, error) {
+	c, err := open(op, o, edit)
 	if err != nil {
-		return nil, err
+		return event{}, err
 	}
 	defer c.close()
-	ev, err := c.next(0)
+	return c.next(0)
+}
+
+// Inspect reads the lock and its queue through a helper.
+func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
+	ev, err := once("status", o, nil)
 	switch {
 	case err != nil:
 		return nil, err
@@ -380,12 +387,7 @@ func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
 
 // Clear clears the lock through a helper.
 func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
-	c, err := open("clear", o, func(r *request) { r.Force = force })
-	if err != nil {
-		return nil, err
-	}
-	defer c.close()
-	ev, err := c.next(0)
+	ev, err := once("clear", o, func(r *request) { r.Force = force })
 	switch {
 	case err != nil:
 		return nil, err
@@ -405,8 +407,8 @@ type held struct {
 	info lock.Info
 	log  hclog.Logger
 
-	mu       sync.Mutex
-	released bool
+	mu       sync.Mutex // guards info
+	released atomic.Bool
 	lost     *lost.Signal
 }
 
@@ -430,10 +432,7 @@ func newHeld(c *conn, o lock.Options, info *lock.Info) *held {
 }
 
 func (h *held) markLost(reason string) {
-	h.mu.Lock()
-	released := h.released
-	h.mu.Unlock()
-	if released {
+	if h.released.Load() {
 		return
 	}
 	h.lost.Mark(errors.New(reason), func() {
@@ -475,13 +474,9 @@ func (h *held) RecordChild(pgid int) error {
 }
 
 func (h *held) Release() error {
-	h.mu.Lock()
-	if h.released {
-		h.mu.Unlock()
+	if !h.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	h.released = true
-	h.mu.Unlock()
 	defer h.c.close()
 	if err := h.c.send(request{Op: "release"}); err != nil {
 		return fmt.Errorf("lock: release: the %s helper is gone; the lock frees itself when its lease expires: %w", Name, err)

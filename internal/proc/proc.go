@@ -35,3 +35,14 @@ func HostName() string {
 // SameHost reports whether h names this machine: it is this machine's name,
 // or empty (a record that names no host is taken to be from here).
 func SameHost(h string) bool { return h == "" || h == HostName() }
+
+// Stat is what /proc/PID/stat says of a process (Linux: see ReadStat).
+type Stat struct {
+	// State is the one-letter state: R running, S sleeping, T stopped,
+	// Z zombie, ...
+	State byte
+	// PPID is the parent's pid, PGRP the process group.
+	PPID, PGRP int
+	// Comm is the command name (ReadStat only).
+	Comm string
+}

@@ -33,27 +33,41 @@ func GroupAlive(pgid int) bool {
 	return false
 }
 
-// Stat is what /proc/PID/stat says of a process.
-type Stat struct {
-	// State is the one-letter state: R running, S sleeping, T stopped,
-	// Z zombie, ...
-	State byte
-	// PPID is the parent's pid, PGRP the process group.
-	PPID, PGRP int
-}
-
 // ReadStat reads pid's /proc/PID/stat; ok false when the process is gone
 // or the file cannot be parsed.
-func ReadStat(pid int) (Stat, bool) { return readStat(strconv.Itoa(pid)) }
+func ReadStat(pid int) (Stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, false
+	}
+	st, ok := parseStat(b)
+	if ok {
+		st.Comm = string(b[bytes.IndexByte(b, '(')+1 : bytes.LastIndexByte(b, ')')])
+	}
+	return st, ok
+}
 
 func readStat(pid string) (Stat, bool) {
-	f, ok := procStatFields(pid)
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return Stat{}, false
+	}
+	return parseStat(b)
+}
+
+// parseStat parses the content of /proc/PID/stat, but for the command
+// name.
+func parseStat(b []byte) (Stat, bool) {
+	f, ok := statFields(b)
 	if !ok {
 		return Stat{}, false
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgrp, err2 := strconv.Atoi(string(f[2]))
-	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp}, err1 == nil && err2 == nil
+	if err1 != nil || err2 != nil {
+		return Stat{}, false
+	}
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp}, true
 }
 
 // Tree reads every process's parent and process group from /proc: the
@@ -85,16 +99,12 @@ func Parent(pid int) (int, bool) {
 	return st.PPID, ok
 }
 
-// procStatFields returns the fields of /proc/PID/stat after the command
-// name ("pid (comm) state ppid pgrp ...", comm may hold spaces and
+// statFields returns the fields of /proc/PID/stat content after the
+// command name ("pid (comm) state ppid pgrp ...", comm may hold spaces and
 // parentheses): f[0] is field 3 (state), f[N-3] is field N.
-func procStatFields(pid string) ([][]byte, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return nil, false
-	}
+func statFields(b []byte) ([][]byte, bool) {
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	if open := bytes.IndexByte(b, '('); open < 0 || open > i {
 		return nil, false
 	}
 	f := bytes.Fields(b[i+1:])
@@ -139,7 +149,11 @@ func bootTime() int64 {
 // here rather than through gopsutil, whose process package costs every run
 // of gpuexec its packages' initialisation; other systems use gopsutil (proc_start_other.go).
 func Start(pid int) (ms int64, ok bool) {
-	f, ok := procStatFields(strconv.Itoa(pid))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	f, ok := statFields(b)
 	boot := bootTime()
 	if !ok || boot == 0 {
 		return 0, false

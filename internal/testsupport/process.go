@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // exitEnv, set to 1, makes a binary that links this package exit 0 as it
@@ -91,10 +93,5 @@ func WriteAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// Stat is what ProcStat reads of a process.
-type Stat struct {
-	State byte   // as ps shows it: R, S, D, T (stopped), Z (zombie), X (dead)...
-	PPID  int    // the parent's pid
-	PGRP  int    // the process group
-	Comm  string // the command name, as the kernel keeps it (15 bytes at most)
-}
+// Stat is what /proc/PID/stat says of a process (see ProcStat).
+type Stat = proc.Stat

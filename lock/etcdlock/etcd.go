@@ -36,6 +36,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -660,8 +661,8 @@ type Held struct {
 	p *place
 	o lock.Options
 
-	mu       sync.Mutex
-	released bool
+	mu       sync.Mutex // guards p.rec
+	released atomic.Bool
 
 	lost *lost.Signal // see Lost
 	stop chan struct{}
@@ -792,13 +793,9 @@ func (h *Held) RecordChild(pgid int) error {
 // etcd does not answer, the lease expires by itself within its TTL. Later
 // calls do nothing.
 func (h *Held) Release() error {
-	h.mu.Lock()
-	if h.released {
-		h.mu.Unlock()
+	if !h.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	h.released = true
-	h.mu.Unlock()
 	close(h.stop)
 	<-h.done
 	defer h.p.c.close()

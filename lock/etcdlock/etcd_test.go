@@ -26,6 +26,7 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
 	"github.com/gpuexec/gpuexec/internal/testlog"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -126,14 +127,7 @@ func statusOf(t *testing.T, o lock.Options) *lock.Status { return reportOf(t, o)
 // waitFor polls cond until it holds, failing after long.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(long)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", long, what)
-		}
-		tick := time.NewTimer(10 * time.Millisecond)
-		<-tick.C
-	}
+	testsupport.Await(t, long, what, cond)
 }
 
 func queued(t *testing.T, o lock.Options, n int) func() bool {
