@@ -2,6 +2,7 @@
 // O_CREAT|O_EXCL, compatible with the Node lock tool this protocol started
 // from (lock/testdata/seedlock.cjs): both write the same JSON record to the
 // same path, so gpuexec and that tool exclude each other on one lock.
+// Comments call that tool and its record "the seed's".
 //
 // This file holds the package's API, every exported type and function (the
 // methods that print a Status or Report are in report.go); everything else

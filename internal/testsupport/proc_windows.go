@@ -25,14 +25,11 @@ func Gone(pid int) bool {
 	return err == nil && ev == windows.WAIT_OBJECT_0
 }
 
-// unused reports whether no process, one that exited included, has pid.
-func unused(pid int) bool {
-	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
-	if err == nil {
-		windows.CloseHandle(h)
-	}
-	return errors.Is(err, windows.ERROR_INVALID_PARAMETER)
-}
+// unused reports whether no running process has pid: none has it, or
+// the one that had it has exited. (A process object outlives its process
+// while anyone holds a handle to it, Wine's own bookkeeping included; its
+// pid is not given to another process meanwhile.)
+func unused(pid int) bool { return Gone(pid) }
 
 // kill ends pid (TerminateProcess).
 func kill(pid int) {
