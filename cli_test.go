@@ -919,10 +919,14 @@ func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 	}
 	before := readRecord(t, lock)
 
-	r = gx(t, nil, "clear", "--lock", lock)
-	wantCode(t, r, 1)
-	if !strings.Contains(r.stderr, name) {
-		t.Errorf("clear's refusal does not name the holder %s:\n%s", name, r.stderr)
+	// --gpus and GPUEXEC_GPUS are for jobs and status: clear, which has
+	// no such flag, acts on --lock whatever they say.
+	for _, env := range [][]string{nil, {"GPUEXEC_GPUS=0,1"}, {"GPUEXEC_GPUS=all"}} {
+		r = gx(t, env, "clear", "--lock", lock)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stderr, name) {
+			t.Errorf("%v: clear's refusal does not name the holder %s:\n%s", env, name, r.stderr)
+		}
 	}
 	if after := readRecord(t, lock); after.Token != before.Token {
 		t.Fatalf("clear changed the lock: %+v", after)

@@ -137,15 +137,6 @@ func devices(c *cli.Context) ([]string, error) {
 	return names, nil
 }
 
-// backend is the lock backend that --lock names: an etcd:// URL's helper,
-// or lock files.
-func backend(path string) lock.Backend {
-	if etcdurl.Is(path) {
-		return etcdhelper.Backend{}
-	}
-	return lock.Files
-}
-
 // optionFailed is failed for an option the lock or the supervisor refused,
 // naming the flag that sets it.
 func optionFailed(err error) error {
@@ -284,14 +275,18 @@ func lockPath(c *cli.Context) (string, error) {
 	return abs, nil
 }
 
-// lockOptions are the lock flags common to run, status and clear.
-func lockOptions(c *cli.Context) (lock.Options, error) {
+// lockOptions are the lock flags common to run, status and clear; with
+// devices, --gpus too (clear has none: a --gpus or GPUEXEC_GPUS meant for
+// jobs does not reach it).
+func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
 	path, err := lockPath(c)
 	if err != nil {
 		return lock.Options{}, err
 	}
 	o := lock.Options{Path: path, Stale: c.Duration("stale")}
-	o.Devices, err = devices(c)
+	if withDevices {
+		o.Devices, err = devices(c)
+	}
 	return o, err
 }
 
@@ -311,7 +306,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if onLost != "stop" && onLost != "continue" {
 		return failed("--on-lost must be stop or continue, got %q", onLost)
 	}
-	o, err := lockOptions(c)
+	o, err := lockOptions(c, true)
 	if err != nil {
 		return err
 	}
@@ -325,7 +320,6 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	}
 	cfg := supervisor.Config{
 		Lock:           o,
-		Backend:        backend(o.Path),
 		Wait:           c.Duration("wait"),
 		Argv:           argv,
 		Timeout:        c.Duration("timeout"),
@@ -396,18 +390,18 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 }
 
 // lockCommand is the lock that status and clear act on, checked.
-func lockCommand(c *cli.Context) (lock.Options, lock.Backend, error) {
+func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, error) {
 	if err := noArgs(c); err != nil {
 		return lock.Options{}, nil, err
 	}
 	if err := intervals(c, "stale"); err != nil {
 		return lock.Options{}, nil, err
 	}
-	o, err := lockOptions(c)
+	o, err := lockOptions(c, withDevices)
 	if err != nil {
 		return o, nil, err
 	}
-	b := backend(o.Path)
+	b := etcdhelper.For(o.Path)
 	if err := b.Check(o); err != nil {
 		return o, nil, optionFailed(err)
 	}
@@ -415,7 +409,7 @@ func lockCommand(c *cli.Context) (lock.Options, lock.Backend, error) {
 }
 
 func statusCmd(c *cli.Context, stdout io.Writer) error {
-	o, b, err := lockCommand(c)
+	o, b, err := lockCommand(c, true)
 	if err != nil {
 		return err
 	}
@@ -454,7 +448,7 @@ func printJSON(stdout io.Writer, v any) error {
 }
 
 func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
-	o, b, err := lockCommand(c)
+	o, b, err := lockCommand(c, false)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	h, seen, err := attempt(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, &WaitError{Waited: time.Since(start), Err: ctx.Err()}
+		return nil, &WaitError{Seen: lookNow(o, t), Waited: time.Since(start), Err: ctx.Err()}
 	case err != nil:
 		return nil, err
 	case h != nil:
@@ -98,6 +98,9 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				if seen == nil {
+					seen = lookNow(o, t)
+				}
 				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
 			}
 			return nil, err
@@ -466,11 +469,11 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			return nil, nil, err
 		}
 		if before > 0 {
-			what := "the free GPU lock"
+			what, it := "the free GPU lock", "it"
 			if t.names != nil {
-				what = "free GPUs"
+				what, it = "free GPUs", "them"
 			}
-			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left it untaken for %s (stopped?); they keep their places", what, before, headGrace), "path", o.Path)
+			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left %s untaken for %s (stopped?); they keep their places", what, before, it, headGrace), "path", o.Path)
 		}
 		pl.leave()
 		return h, nil, nil
@@ -480,13 +483,18 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 
 // settleAll settles each of t's lock files under its own guard (the
 // anchor's, held by the caller, for a single lock), returning them as seen
-// and the guards taken, which the caller releases.
+// and the guards taken, which the caller releases. The guards are taken in
+// one order for everyone (by path, ignoring case, as a case-insensitive
+// filesystem does), so that two processes naming the same devices in
+// another order, or through another queue, never hold one each and wait
+// for the other.
 func settleAll(ctx context.Context, o Options, t target) ([]*Status, []*guard, error) {
 	seen := make([]*Status, len(t.paths))
 	var guards []*guard
-	for i, p := range t.paths {
+	for _, i := range t.guardOrder() {
+		p := t.paths[i]
 		if p != o.Path {
-			gd, err := takeGuard(ctx, p)
+			gd, err := takeInnerGuard(ctx, p)
 			if err != nil {
 				releaseGuards(guards)
 				return nil, nil, err
@@ -649,6 +657,23 @@ func newInfo(o Options) *Info {
 		Host:       proc.HostName(),
 		PIDStart:   selfStart,
 	}
+}
+
+// lookNow reads and judges t's locks without the guard, for a wait that
+// ended before a try saw them; a lock that cannot be read is left out.
+func lookNow(o Options, t target) []*Status {
+	var seen []*Status
+	for i, p := range t.paths {
+		st, err := inspectOne(p, o.Stale)
+		if err != nil {
+			continue
+		}
+		if t.names != nil {
+			st.Device = t.names[i]
+		}
+		seen = append(seen, st)
+	}
+	return seen
 }
 
 // inspectOne reads and judges the lock file at path, changing nothing.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/testlog"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
@@ -68,6 +70,7 @@ func TestAcquireDevicesRejectsBadSets(t *testing.T) {
 		{"negative need", []string{"0", "1"}, -1, "need"},
 		{"need more than there are", []string{"0", "1"}, 3, "need"},
 		{"twice the same", []string{"0", "0"}, 1, "devices"},
+		{"the same but for case", []string{"gpu-a", "GPU-A"}, 1, "devices"},
 		{"elsewhere", []string{"../0"}, 1, "devices"},
 		{"in a subfolder", []string{"x/0"}, 1, "devices"},
 		{"another lock's sidecar", []string{"0.lock.live-x"}, 1, "devices"},
@@ -347,4 +350,174 @@ func TestDevicesFIFO(t *testing.T) {
 	if _, err := os.Stat(o.Path); !os.IsNotExist(err) {
 		t.Fatal("the queue's anchor path was created")
 	}
+}
+
+// Device guards are taken in one order for everyone, whatever the order of
+// the list and whichever queue names them.
+func TestDeviceGuardOrder(t *testing.T) {
+	for _, paths := range [][]string{
+		{"/l/gpu1.lock", "/l/gpu0.lock"},
+		{"/l/gpu0.lock", "/l/gpu1.lock"},
+		{"/l/gpuB.lock", "/l/gpua.lock", "/l/gpuA.lock"},
+	} {
+		var got []string
+		for _, i := range (target{paths: paths}).guardOrder() {
+			got = append(got, paths[i])
+		}
+		for i := 1; i < len(got); i++ {
+			if a, b := strings.ToLower(got[i-1]), strings.ToLower(got[i]); a > b || a == b && got[i-1] > got[i] {
+				t.Errorf("guard order of %v: %v", paths, got)
+			}
+		}
+	}
+}
+
+// Two queues naming the same device files in opposite orders never hold a
+// device's guard each and wait for the other's.
+func TestDevicesInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	dir := t.TempDir()
+	a := testOptions(t)
+	a.Path, a.Devices = filepath.Join(dir, "gpu.lock"), []string{"0", "1"}
+	b := testOptions(t)
+	b.Path, b.Devices = filepath.Join(dir, "gp.lock"), []string{"u1", "u0"} // gpu1.lock, gpu0.lock
+	rounds := 200
+	if testing.Short() {
+		rounds = 40
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, o := range []Options{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				h, err := Acquire(ctx, o)
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", filepath.Base(o.Path), err)
+					return
+				}
+				h.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A stop (Ctrl+Z) that comes while a device set waits for a device's guard
+// under the queue's guard lets the set go on and then stops the process:
+// neither waits for the other, and the queue's guard is not kept.
+func TestSuspendWhileWaitingForADeviceGuard(t *testing.T) {
+	o := testOptions(t)
+	o.Devices = []string{"0"}
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's hold on device 0's guard (not counted here).
+	f, _, err := osfile.OpenGuard(devicePath(o, "0") + guardSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ok, err := osfile.TryLock(f); !ok || err != nil {
+		t.Fatalf("TryLock: %v, %v", ok, err)
+	}
+	tried := make(chan error, 1)
+	go func() {
+		h, err := TryAcquire(o)
+		if h != nil {
+			h.Release()
+		}
+		tried <- err
+	}()
+	// TryAcquire holds the queue's guard and waits for the device's.
+	queue, _, err := osfile.OpenGuard(o.Path + guardSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queue.Close()
+	testsupport.Await(t, 10*time.Second, "TryAcquire to hold the queue's guard", func() bool {
+		ok, _ := osfile.TryLock(queue)
+		if ok {
+			osfile.Unlock(queue)
+		}
+		return !ok
+	})
+	var stopped atomic.Bool
+	suspended := make(chan struct{})
+	go func() {
+		Suspend(func() { stopped.Store(true) })
+		close(suspended)
+	}()
+	testsupport.StillBlocked(t, 100*time.Millisecond, "the suspend, while the queue's guard is held", stopped.Load)
+	osfile.Unlock(f)
+	select {
+	case err := <-tried:
+		if err != nil {
+			t.Errorf("TryAcquire: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("TryAcquire never took the device's guard: it waits for the suspend, which waits for it")
+	}
+	select {
+	case <-suspended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the suspend never came")
+	}
+}
+
+// Each device of a set that is lost says so in the log; Lost closes once.
+func TestEveryLostDeviceIsLogged(t *testing.T) {
+	var logs testlog.Buffer
+	o := testOptions(t)
+	o.Devices, o.Need, o.Logger = []string{"0", "1"}, 2, testlog.Logger(&logs)
+	h, err := TryAcquire(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	for _, d := range o.Devices {
+		if err := os.Remove(devicePath(o, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testsupport.Await(t, 10*time.Second, "both losses logged", func() bool {
+		return strings.Count(logs.String(), "GPU lock lost") == 2
+	})
+	select {
+	case <-h.Lost():
+	default:
+		t.Fatal("Lost not closed")
+	}
+}
+
+// A heartbeat waiting for its guard is stopped at once, even where the one
+// stopping it holds that guard (a device set rolled back under its
+// guards): it does not wait out clearGuardWait.
+func TestStopHeartbeatDoesNotWaitForTheGuard(t *testing.T) {
+	o := testOptions(t)
+	o.Heartbeat, o.Stale = time.Millisecond, time.Hour
+	h, err := TryAcquire(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.release()
+	l := h.locks[0]
+	stopped := make(chan bool, 1)
+	go func() { stopped <- l.stopHeartbeat() }()
+	select {
+	case <-stopped:
+	case <-time.After(clearGuardWait / 2):
+		t.Fatalf("stopHeartbeat waited for the guard (%s and more)", clearGuardWait/2)
+	}
+	l.removeGuarded()
 }

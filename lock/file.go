@@ -75,11 +75,12 @@ func suspend(stop func()) {
 }
 
 // countGuard counts a guard just taken, reporting false (the caller lets
-// go of it and waits) while the process is being suspended.
-func countGuard() bool {
+// go of it and waits) while the process is being suspended, but for an
+// inner guard (see takeInnerGuard).
+func countGuard(inner bool) bool {
 	guards.mu.Lock()
 	defer guards.mu.Unlock()
-	if guards.suspended {
+	if guards.suspended && !inner {
 		return false
 	}
 	guards.held++
@@ -97,7 +98,17 @@ func awaitResume() {
 
 // takeGuard blocks until it holds the sidecar lock of the lock at path, or
 // ctx ends.
-func takeGuard(ctx context.Context, path string) (*guard, error) {
+func takeGuard(ctx context.Context, path string) (*guard, error) { return lockGuard(ctx, path, false) }
+
+// takeInnerGuard is takeGuard for a guard taken while this process holds
+// another (a device's, under the queue's): it does not wait for a suspend,
+// which itself waits for the outer guard to go, so that the two never wait
+// for each other.
+func takeInnerGuard(ctx context.Context, path string) (*guard, error) {
+	return lockGuard(ctx, path, true)
+}
+
+func lockGuard(ctx context.Context, path string, inner bool) (*guard, error) {
 	gpath := path + guardSuffix
 	var wait *time.Timer
 	delay := guardFirstRetry
@@ -124,7 +135,7 @@ func takeGuard(ctx context.Context, path string) (*guard, error) {
 			held, herr := f.Stat()
 			now, nerr := os.Stat(gpath)
 			if herr == nil && nerr == nil && os.SameFile(held, now) {
-				if countGuard() {
+				if countGuard(inner) {
 					return &guard{f: f, writable: writable}, nil
 				}
 				// Being suspended: let go, and try again after.

@@ -31,6 +31,11 @@ type fileLock struct {
 	lost *lost.Signal
 	stop chan struct{}
 	done chan struct{}
+	// beat ends with the heartbeat (stopHeartbeat): a heartbeat waiting
+	// for the guard gives up at once, even where the one stopping it
+	// holds that guard (a device set rolled back under its guards).
+	beat      context.Context
+	beatEnded context.CancelFunc
 }
 
 func newFileLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLock {
@@ -43,6 +48,7 @@ func newFileLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLo
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	h.beat, h.beatEnded = context.WithCancel(context.Background())
 	// Seen from before the record can be removed (newHeld runs under
 	// the guard, which every removal takes).
 	h.file, _ = os.Lstat(o.Path)
@@ -65,8 +71,12 @@ func (h *fileLock) record() Info {
 	return *h.info
 }
 
+// markLost says this lock was lost (each device of a set that is), then
+// closes the Held's Lost, once: the log line comes before anyone told by
+// Lost acts.
 func (h *fileLock) markLost(why error) {
-	h.lost.Mark(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
+	h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
+	h.lost.Mark(why, nil)
 }
 
 // heartbeat touches the lock every Options.Heartbeat, and checks that it
@@ -92,6 +102,9 @@ func (h *fileLock) heartbeat() {
 			check = h.check
 		}
 		if err := check(); err != nil {
+			if h.beat.Err() != nil {
+				return // stopped while it waited for the guard
+			}
 			if errors.Is(err, errNotOurs) {
 				h.markLost(err)
 				return
@@ -102,9 +115,9 @@ func (h *fileLock) heartbeat() {
 }
 
 // underGuard runs fn with the guard held, waiting for it at most
-// clearGuardWait.
-func (h *fileLock) underGuard(fn func() error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
+// clearGuardWait, or until parent ends.
+func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
+	ctx, cancel := context.WithTimeout(parent, clearGuardWait)
 	defer cancel()
 	g, err := takeGuard(ctx, h.o.Path)
 	if err != nil {
@@ -127,7 +140,7 @@ func (h *fileLock) moved() bool {
 // longer this holder's; if it still is (a record put back by a clearing
 // that found it alive), that file is the one to watch.
 func (h *fileLock) check() error {
-	return h.underGuard(func() error {
+	return h.underGuard(h.beat, func() error {
 		if _, err := h.ours(); err != nil {
 			return err
 		}
@@ -166,7 +179,7 @@ func (h *fileLock) isOurs(st *Status) error {
 // The file is read and touched through one open file, so that the file
 // touched is the one found to be ours, whatever the path names meanwhile.
 func (h *fileLock) touch() error {
-	return h.underGuard(func() error {
+	return h.underGuard(h.beat, func() error {
 		var f *os.File
 		err := osfile.RetrySharing(func() (err error) {
 			f, err = osfile.OpenToTouch(h.o.Path)
@@ -193,7 +206,7 @@ func (h *fileLock) touch() error {
 // recordChild writes the process group of the job run under the lock into
 // the record (childPgid). It also counts as a heartbeat.
 func (h *fileLock) recordChild(pgid int) error {
-	return h.underGuard(func() error {
+	return h.underGuard(context.Background(), func() error {
 		if _, err := h.ours(); err != nil {
 			return err
 		}
@@ -252,6 +265,7 @@ func (h *fileLock) stopHeartbeat() bool {
 	if !h.released.CompareAndSwap(false, true) {
 		return false
 	}
+	h.beatEnded()
 	close(h.stop)
 	<-h.done
 	return true

@@ -572,9 +572,14 @@ var Files Backend = files{}
 
 type files struct{}
 
+// Check checks o as Validate does, and that the path names a lock file.
+// The folder is checked when the lock is used (see FolderError), where the
+// caller logs it.
 func (files) Check(o Options) error {
-	_, _, err := o.withDefaults()
-	return err
+	if err := checkPath(o.Path); err != nil {
+		return err
+	}
+	return o.Validate()
 }
 
 func (files) Acquire(ctx context.Context, o Options) (Locker, error) {

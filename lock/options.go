@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,23 @@ func (t target) checked(anchor string) []string {
 	return append([]string{anchor}, t.paths...)
 }
 
+// guardOrder is the order in which the paths' guards are taken: by path,
+// ignoring case, then as written.
+func (t target) guardOrder() []int {
+	order := make([]int, len(t.paths))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		pa, pb := t.paths[a], t.paths[b]
+		if c := strings.Compare(strings.ToLower(pa), strings.ToLower(pb)); c != 0 {
+			return c
+		}
+		return strings.Compare(pa, pb)
+	})
+	return order
+}
+
 // maxDevices bounds Options.Devices: the largest machines hold 16 GPUs;
 // each device is a lock file and a guard, checked at every try.
 const maxDevices = 64
@@ -45,11 +63,8 @@ const maxDeviceName = 128
 // withDefaults checks o, fills in the defaults and resolves the path (see
 // resolve), and works out the target.
 func (o Options) withDefaults() (Options, target, error) {
-	if o.Path == "" {
-		return o, target{}, &OptionError{Option: "path", Problem: "must not be empty"}
-	}
-	if etcdurl.Is(o.Path) {
-		return o, target{}, &OptionError{Option: "path", Problem: o.Path + " names an etcd lock, not a lock file; use an etcd backend"}
+	if err := checkPath(o.Path); err != nil {
+		return o, target{}, err
 	}
 	o, err := o.withDurations()
 	if err != nil {
@@ -62,6 +77,17 @@ func (o Options) withDefaults() (Options, target, error) {
 	o.Path = abs
 	t, err := o.target()
 	return o, t, err
+}
+
+// checkPath refuses a path that names no lock file.
+func checkPath(path string) error {
+	if path == "" {
+		return &OptionError{Option: "path", Problem: "must not be empty"}
+	}
+	if etcdurl.Is(path) {
+		return &OptionError{Option: "path", Problem: path + " names an etcd lock, not a lock file; use an etcd backend"}
+	}
+	return nil
 }
 
 // withDurations checks the durations and names and fills in the defaults.
@@ -137,15 +163,21 @@ func checkDevices(names []string) error {
 	if len(names) > maxDevices {
 		return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", len(names), maxDevices)}
 	}
-	seen := make(map[string]bool, len(names))
+	seen := make(map[string]string, len(names)) // lower case → as written
 	for _, n := range names {
 		if !validDeviceName(n) {
 			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %q, which is not a device name (up to %d letters, digits, '-' and '_': an index or a GPU UUID)", n, maxDeviceName)}
 		}
-		if seen[n] {
+		// Case apart, two names would be one lock file where the
+		// filesystem ignores case (Windows, macOS).
+		k := strings.ToLower(n)
+		switch first, ok := seen[k]; {
+		case ok && first == n:
 			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names device %s twice", n)}
+		case ok:
+			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names devices %s and %s, one lock file where case is ignored (Windows, macOS)", first, n)}
 		}
-		seen[n] = true
+		seen[k] = n
 	}
 	return nil
 }

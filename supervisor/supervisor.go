@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -57,7 +58,8 @@ type Config struct {
 	// arrival order among waiters) and its child gets
 	// CUDA_VISIBLE_DEVICES and GPUEXEC_GPU naming them.
 	Lock lock.Options
-	// Backend takes the lock; nil means lock.Files.
+	// Backend takes the lock; nil means the one Lock.Path names: lock
+	// files, or the gpuexec-etcd helper for an etcd:// URL.
 	Backend lock.Backend
 	// Wait is the longest time to queue for the lock; 0 tries once.
 	Wait time.Duration
@@ -94,7 +96,7 @@ type Config struct {
 
 func (cfg Config) backend() lock.Backend {
 	if cfg.Backend == nil {
-		return lock.Files
+		return etcdhelper.For(cfg.Lock.Path)
 	}
 	return cfg.Backend
 }

@@ -54,6 +54,15 @@ func Check(o lock.Options) (*etcdurl.URL, error) {
 	return u, o.Validate()
 }
 
+// For is the backend of the lock at path: Backend for an etcd:// URL,
+// lock.Files for anything else.
+func For(path string) lock.Backend {
+	if etcdurl.Is(path) {
+		return Backend{}
+	}
+	return lock.Files
+}
+
 // Check is the package's Check.
 func (Backend) Check(o lock.Options) error {
 	_, err := Check(o)
@@ -237,8 +246,9 @@ func (c *conn) close() {
 
 // open checks o, starts a helper and sends the hello and the request,
 // then reads the helper's hello: a helper of another protocol is refused
-// (and ended) before it does anything.
-func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
+// (and ended) before it does anything. It waits for the hello until ctx
+// ends (then the error is ctx's).
+func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (*conn, error) {
 	if _, err := Check(o); err != nil {
 		return nil, err
 	}
@@ -250,7 +260,8 @@ func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
 	if o.Logger != nil {
 		level = o.Logger.GetLevel().String()
 	}
-	req := request{Op: op, Path: o.Path, Owner: o.Owner, Slug: o.Slug, Report: o.Report, Stale: o.Stale, Level: level}
+	req := request{Op: op, Path: o.Path, Owner: o.Owner, Slug: o.Slug, Report: o.Report, Stale: o.Stale,
+		Heartbeat: o.Heartbeat, Poll: o.Poll, Level: level}
 	if edit != nil {
 		edit(&req)
 	}
@@ -259,7 +270,15 @@ func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
 	// (An old helper may have exited before the second line: its answer
 	// says why.)
 	serr := errors.Join(c.send(request{Op: "hello", Protocol: Protocol}), c.send(req))
-	ev, err := c.next(callWait)
+	var ev event
+	select {
+	case ev = <-c.events:
+	case <-c.done:
+		ev, err = c.next(0)
+	case <-ctx.Done():
+		c.close()
+		return nil, ctx.Err()
+	}
 	switch {
 	case err != nil && serr != nil:
 		c.close()
@@ -296,8 +315,11 @@ func answerError(ev event) error {
 // Acquire queues for the lock through a helper.
 func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
 	begin := time.Now()
-	c, err := open("hold", o, func(r *request) { r.Wait = true })
+	c, err := open(ctx, "hold", o, func(r *request) { r.Wait = true })
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &lock.WaitError{Waited: time.Since(begin), Err: ctx.Err()}
+		}
 		return nil, err
 	}
 	var ev event
@@ -341,7 +363,7 @@ func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error)
 // TryAcquire takes the lock through a helper if it is free and nobody is
 // queued; contention is a *lock.WaitError wrapping lock.ErrHeld.
 func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
-	c, err := open("hold", o, nil)
+	c, err := open(context.Background(), "hold", o, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +386,7 @@ func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 // once runs a request of one answer (status, clear) in a helper of its
 // own.
 func once(op string, o lock.Options, edit func(*request)) (event, error) {
-	c, err := open(op, o, edit)
+	c, err := open(context.Background(), op, o, edit)
 	if err != nil {
 		return event{}, err
 	}

@@ -302,3 +302,16 @@ func TestProtocolMismatchIsOneClearLine(t *testing.T) {
 
 // viaHelper is the backend under test.
 var viaHelper = Backend{}
+
+// The helper gets every option its backend checks: a short stale with a
+// shorter heartbeat given is valid there too.
+func TestHelperGetsTheTimings(t *testing.T) {
+	inProcessAgent(t, fileAs{t.TempDir()})
+	h, err := viaHelper.TryAcquire(lock.Options{Path: agentURL, Stale: 2 * time.Millisecond, Heartbeat: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+}

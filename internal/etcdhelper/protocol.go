@@ -49,14 +49,16 @@ type request struct {
 	Protocol int    `json:"protocol,omitempty"` // hello
 	// Wait: hold queues until held (or cancel); without it, hold tries
 	// once.
-	Wait   bool          `json:"wait,omitempty"`
-	Path   string        `json:"path,omitempty"`
-	Owner  string        `json:"owner,omitempty"`
-	Slug   string        `json:"slug,omitempty"`
-	Report time.Duration `json:"report,omitempty"`
-	Stale  time.Duration `json:"stale,omitempty"`
-	Force  bool          `json:"force,omitempty"`
-	PGID   int           `json:"pgid,omitempty"`
+	Wait      bool          `json:"wait,omitempty"`
+	Path      string        `json:"path,omitempty"`
+	Owner     string        `json:"owner,omitempty"`
+	Slug      string        `json:"slug,omitempty"`
+	Report    time.Duration `json:"report,omitempty"`
+	Stale     time.Duration `json:"stale,omitempty"`
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	Poll      time.Duration `json:"poll,omitempty"`
+	Force     bool          `json:"force,omitempty"`
+	PGID      int           `json:"pgid,omitempty"`
 	// Level is the lowest log level the user wants forwarded.
 	Level string `json:"level,omitempty"`
 }
@@ -117,8 +119,9 @@ func kindError(msg, kind string) error {
 	return &remoteError{msg: msg, kind: k}
 }
 
-// mismatch says that the two sides speak different protocols.
+// mismatch says that the two sides speak different protocols (an error
+// wrapping lock.ErrInvalid).
 func mismatch(client, helper string) error {
-	return fmt.Errorf("%w: gpuexec and %s are from different releases (%s; %s): install both from the same release "+
-		"(go install github.com/gpuexec/gpuexec/...@VERSION)", lock.ErrInvalid, Name, client, helper)
+	return &remoteError{kind: lock.ErrInvalid, msg: fmt.Sprintf("gpuexec and %s are from different releases (%s; %s): "+
+		"install both from the same release (go install github.com/gpuexec/gpuexec/...@VERSION)", Name, client, helper)}
 }

@@ -368,6 +368,10 @@ func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, erro
 		switch {
 		case ctx.Err() != nil:
 			if c != nil {
+				// Who is in the way now, not at the last report.
+				if st := holderSeen(c); st != nil {
+					seen = st
+				}
 				c.close()
 			}
 			return nil, &lock.WaitError{Seen: []*lock.Status{seen}, Waited: time.Since(start), Err: ctx.Err()}
@@ -545,7 +549,7 @@ func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
 		return nil, err
 	}
 	defer c.close()
-	st, queue, _, err := inspect(c)
+	st, queue, _, err := inspect(c, callWait)
 	if err != nil {
 		return nil, err
 	}
@@ -559,17 +563,18 @@ func (Backend) Check(o lock.Options) error {
 }
 
 // holderSeen is the holder as seen now, for a TryAcquire that met
-// contention; nil when it cannot be read.
+// contention or an Acquire that gave up; nil when it cannot be read within
+// listTimeout.
 func holderSeen(c *conn) *lock.Status {
-	st, _, _, err := inspect(c)
+	st, _, _, err := inspect(c, listTimeout)
 	if err != nil {
 		return nil
 	}
 	return st
 }
 
-func inspect(c *conn) (*lock.Status, []lock.Waiter, *mvccpb.KeyValue, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+func inspect(c *conn, limit time.Duration) (*lock.Status, []lock.Waiter, *mvccpb.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	kvs, err := list(ctx, c)
 	if err != nil {
@@ -626,7 +631,7 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 		return nil, err
 	}
 	defer c.close()
-	st, _, kv, err := inspect(c)
+	st, _, kv, err := inspect(c, callWait)
 	if err != nil || st.State == lock.StateFree {
 		return st, err
 	}
