@@ -435,18 +435,12 @@ func TestSuspendWhileWaitingForADeviceGuard(t *testing.T) {
 		}
 		tried <- err
 	}()
-	// TryAcquire holds the queue's guard and waits for the device's.
-	queue, _, err := osfile.OpenGuard(o.Path + guardSuffix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer queue.Close()
+	// TryAcquire holds the queue's guard (counted: the suspend must wait
+	// for it) and waits for the device's.
 	testsupport.Await(t, 10*time.Second, "TryAcquire to hold the queue's guard", func() bool {
-		ok, _ := osfile.TryLock(queue)
-		if ok {
-			osfile.Unlock(queue)
-		}
-		return !ok
+		guards.mu.Lock()
+		defer guards.mu.Unlock()
+		return guards.held == 1
 	})
 	var stopped atomic.Bool
 	suspended := make(chan struct{})
