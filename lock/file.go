@@ -288,7 +288,8 @@ var errChanged = errors.New("lock file changed while it was being removed")
 // the file aside to a unique name, re-reads what it moved, and deletes it
 // only if it is the same lock; otherwise it puts it back without replacing
 // anything created at the path meanwhile. A lock that is already gone is not
-// an error (someone else cleared it first).
+// an error (someone else cleared it first). Every removal of a lock goes
+// through here (stale clearing, clear, release): keep it the only one.
 func removeIfSame(path string, judged *Status) error {
 	tomb := fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
 	if err := osfile.RetrySharing(func() error { return os.Rename(path, tomb) }); err != nil {

@@ -76,6 +76,10 @@ func withinTolerance(a, b int64) bool {
 // judge decides whether the lock described by s (content and mtime already
 // filled in) is held or stale, setting State, Alive and Reason.
 //
+// Keep it pure: it reads nothing but s, now and what the injected prober
+// answers, so every rule is tested with a fake prober (judge_test.go) and
+// fuzzed (FuzzJudge) without real processes or files.
+//
 // The rules, in order:
 //   - content that is not a valid record is held while its mtime is under
 //     writeGrace old (its writer may not have written it yet), stale after;
