@@ -13,11 +13,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/windows"
 
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
@@ -237,14 +237,7 @@ func TestProcessLivenessAndStart(t *testing.T) {
 }
 
 // wineVersion is Wine's version when the tests run under Wine, else "".
-func wineVersion() string {
-	p := windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version")
-	if p.Find() != nil {
-		return ""
-	}
-	r, _, _ := p.Call()
-	return windows.BytePtrToString(*(**byte)(unsafe.Pointer(&r)))
-}
+func wineVersion() string { return testsupport.WineVersion() }
 
 // windowsHelperEnv makes the test binary play a role of
 // TestWindowsHelperProcess: "wait" (until stdin closes) or "exit N".
