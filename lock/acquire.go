@@ -76,7 +76,16 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if werr != nil {
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
 	}
-	defer wk.close()
+	// Closing the watch waits for the kernel (an inotify instance's
+	// close waits for an SRCU grace period, 10-20 ms): once the lock is
+	// had, that happens beside the job's start, not before it (see
+	// Held.retire).
+	keep := false
+	defer func() {
+		if !keep {
+			wk.close()
+		}
+	}()
 	// What the record says of this process is the same at every try:
 	// work it out while waiting, not when the lock is handed over.
 	proc.HostName()
@@ -87,8 +96,6 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	var nextReport time.Time
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
-	probe := time.NewTicker(livenessProbe)
-	defer probe.Stop()
 	for {
 		last := seen
 		h, seen, err = attempt(ctx, o, t, pl)
@@ -107,6 +114,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		}
 		if h != nil {
 			acquired(h)
+			keep = h.retire(wk)
 			return h, nil
 		}
 		if now := time.Now(); !now.Before(nextReport) {
@@ -114,7 +122,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pl, wk, poll, probe) {
+		if !waitForChange(ctx, o, seen, pl, wk, poll) {
 			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)
@@ -135,17 +143,30 @@ const livenessProbe = 100 * time.Millisecond
 // after one more headGrace, so that live waiters keep their order.
 const headGrace = 2 * time.Second
 
+// passCheck is how often a waiter behind the head looks whether a lock it
+// waits for is free (see passHeads) where the folder is watched; a free
+// lock found is then passed at the very moment its grace ends, counted
+// from when the folder last changed.
+const passCheck = time.Second
+
 // waitForChange blocks until something may have changed for the waiter at
 // pl: for the head of the queue, a release seen in the folder or a holder
-// found gone by the liveness probe; for a waiter behind it, the live rival
-// ticket just ahead of its own leaving the queue (found by the folder's
-// events, or by the probe where its waiter died), none live left ahead (it
-// is the head now), or a lock it waits for left free by the waiters ahead
-// for long enough to pass them (see headGrace); for any, a lock turning
-// stale or the poll timer. Releases do not wake a waiter behind the head:
-// the head takes the lock, and waking the others would only cost them CPU
-// at every handoff. It returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, probe *time.Ticker) bool {
+// gone (its liveness file's last close, or the liveness probe); for a
+// waiter behind it, the live rival ticket just ahead of its own leaving
+// the queue or its waiter gone (the ticket's removal or last close, or the
+// probe), none live left ahead (it is the head now), or a lock it waits for
+// left free by the waiters ahead for long enough to pass them (see
+// headGrace); for any, a lock turning stale or the poll timer. Releases do
+// not wake a waiter behind the head: the head takes the lock, and waking
+// the others would only cost them CPU at every handoff.
+//
+// Where the folder is watched (Linux) nothing wakes a waiter between
+// events but passCheck behind the head and the poll: waiting costs no CPU
+// whatever the queue's length. The liveness probe (every livenessProbe)
+// remains for what cannot be watched: no watch at all, a holder without a
+// liveness file (the Node tool's), one whose liveness lock is free while
+// its job's process group still runs. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -156,6 +177,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	}
 	seq := pl.seq()
 	head := pl.pos <= 1 || seq == 0
+	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
 	if head {
 		pl.freeSince = time.Time{}
@@ -166,8 +188,26 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 				return true
 			}
 		}
+		if !probing {
+			watched, gone := watchHolders(wk, seen)
+			if gone {
+				return true
+			}
+			probing = !watched
+		}
 	} else if ahead = follow(pl, wk); ahead == "" {
 		return true
+	}
+	var probeC, passC <-chan time.Time
+	var pass *time.Timer
+	if probing {
+		t := time.NewTicker(livenessProbe)
+		defer t.Stop()
+		probeC = t.C
+	} else if !head {
+		pass = time.NewTimer(passCheck)
+		defer pass.Stop()
+		passC = pass.C
 	}
 	for {
 		select {
@@ -192,7 +232,13 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 			}
 		case <-poll.C:
 			return true
-		case <-probe.C:
+		case <-passC:
+			ok, next := pl.passHeads(time.Now())
+			if ok {
+				return true
+			}
+			pass.Reset(next)
+		case <-probeC:
 			if !head {
 				// A waiter ahead that died leaves its ticket:
 				// follow the next one ahead (the front of the
@@ -203,7 +249,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 						return true
 					}
 				}
-				if pl.passHeads(time.Now()) {
+				if ok, _ := pl.passHeads(time.Now()); ok {
 					return true
 				}
 				continue
@@ -217,11 +263,49 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	}
 }
 
-// passHeads is the probe of a waiter behind the head: it notes whether a
+// watchHolders has wk watch the liveness files of the holders in seen for
+// their last close (the kernel drops a liveness lock exactly then). watched
+// is false when some holder cannot be watched so (no watch, a holder
+// without a liveness file, one whose liveness lock is already free but is
+// kept alive by its job's process group); gone is true when a holder was
+// found gone once watched (look again at once).
+func watchHolders(wk *waker, seen []*Status) (watched, gone bool) {
+	var paths []string
+	for _, st := range seen {
+		switch {
+		case st == nil || st.State != StateHeld:
+		case st.orphan != "":
+			paths = append(paths, st.orphan)
+		case st.Info == nil || !sameHost(st.Info.Host):
+			// Judged by its record and mtime alone: no probe
+			// tells more (turnsStale and the poll look again).
+		case validToken(st.Info.Token):
+			paths = append(paths, livePath(st.Path, st.Info.Token))
+		default:
+			return false, false
+		}
+	}
+	if !wk.watchHolders(paths) {
+		return false, false
+	}
+	// Watched from now: a holder gone before is found by looking.
+	for _, p := range paths {
+		held, known, _ := probeLiveFile(p)
+		if !known {
+			return false, false // no liveness file: the Node tool's
+		}
+		if !held {
+			return true, true
+		}
+	}
+	return true, false
+}
+
+// passHeads is the check of a waiter behind the head: it notes whether a
 // lock it waits for is free, and reports whether the waiters ahead have
 // left it free long enough (headGrace for each) to be passed, setting
-// pl.pass for the next try.
-func (pl *place) passHeads(now time.Time) bool {
+// pl.pass for the next try; else next is when to look again.
+func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
 	free := false
 	for _, p := range pl.q.paths {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
@@ -231,20 +315,25 @@ func (pl *place) passHeads(now time.Time) bool {
 	}
 	if !free {
 		pl.freeSince = time.Time{}
-		return false
+		return false, passCheck
 	}
 	if pl.freeSince.IsZero() {
+		// Free since the folder last changed at the latest (the
+		// removal changed it), never earlier.
 		pl.freeSince = now
+		if fi, err := os.Stat(filepath.Dir(pl.q.anchor)); err == nil && fi.ModTime().Before(now) {
+			pl.freeSince = fi.ModTime()
+		}
 	}
 	k := max(pl.pos-1, 1)
-	if now.Sub(pl.freeSince) < time.Duration(k)*headGrace {
-		return false
+	if at := pl.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
+		return false, min(at.Sub(now), passCheck)
 	}
 	pl.pass = k
 	// Should the try not take it (the head took it meanwhile, or a
 	// device set needs more), look again only a grace later.
 	pl.freeSince = now
-	return true
+	return true, 0
 }
 
 // follow finds the live rival ticket nearest ahead of pl's and has wk

@@ -228,13 +228,39 @@ func TestPassHeads(t *testing.T) {
 		{2, []string{held, free}, headGrace, true},
 	} {
 		pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), tt.locks), pos: tt.pos}
-		if pl.passHeads(t0) {
+		// Free since the folder last changed: at t0.
+		if err := os.Chtimes(dir, t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := pl.passHeads(t0); ok {
 			t.Errorf("pos %d %v: passes at the first look", tt.pos, tt.locks)
 		}
-		got := pl.passHeads(t0.Add(tt.at))
+		got, _ := pl.passHeads(t0.Add(tt.at))
 		if got != tt.want || (got && pl.pass != tt.pos-1) {
 			t.Errorf("pos %d %v after %s: passes %v (pass %d), want %v", tt.pos, tt.locks, tt.at, got, pl.pass, tt.want)
 		}
+	}
+	// A lock found free only now has been free since the folder last
+	// changed (its removal changed it): its grace counts from then.
+	if err := os.Chtimes(dir, t0.Add(-headGrace), t0.Add(-headGrace)); err != nil {
+		t.Fatal(err)
+	}
+	pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
+	if ok, _ := pl.passHeads(t0); !ok {
+		t.Error("a lock free since the folder changed a grace ago is not passed at the first look")
+	}
+	// Not free yet: look again a passCheck later; free for less than the
+	// grace: look again when it ends.
+	pl = &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 2}
+	if ok, next := pl.passHeads(t0); ok || next != passCheck {
+		t.Errorf("held: passes %v, next look in %s; want no, %s", ok, next, passCheck)
+	}
+	if err := os.Chtimes(dir, t0, t0); err != nil {
+		t.Fatal(err)
+	}
+	pl = &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
+	if ok, next := pl.passHeads(t0.Add(headGrace - 300*time.Millisecond)); ok || next != 300*time.Millisecond {
+		t.Errorf("free for a grace less 300ms: passes %v, next look in %s; want no, 300ms", ok, next)
 	}
 }
 

@@ -14,6 +14,22 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
+// retire closes the watch wk that h was waited for with, on a goroutine of
+// its own, so that the job starts without waiting for the kernel to close
+// it; Release waits for it. It reports whether it took wk (false for nil).
+func (h *Held) retire(wk *waker) bool {
+	if wk == nil {
+		return false
+	}
+	done := make(chan struct{})
+	h.retired = done
+	go func() {
+		defer close(done)
+		wk.close()
+	}()
+	return true
+}
+
 // fileLock is one lock file held: a Held's lock, or one of its devices'.
 // Its heartbeat keeps the file's mtime fresh until release. Its methods are
 // safe for concurrent use.

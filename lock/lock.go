@@ -447,6 +447,7 @@ type Held struct {
 	devices []string // the names held, nil for one lock
 	locks   []*fileLock
 	lost    *lost.Signal
+	retired chan struct{} // closed once the watch it waited with is closed
 }
 
 // Path is the lock file's absolute path (with devices, the queue's).
@@ -522,6 +523,9 @@ func (h *Held) Release() error {
 	var errs []error
 	for _, l := range h.locks {
 		errs = append(errs, l.release())
+	}
+	if h.retired != nil {
+		<-h.retired
 	}
 	return errors.Join(errs...)
 }

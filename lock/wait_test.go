@@ -85,18 +85,14 @@ func queueOf(t *testing.T, o Options, n int) []*ticket {
 }
 
 // waiting runs waitForChange for ticket seq at position pos, with a poll
-// that never fires and the liveness probe every probeEvery; the channel
-// delivers what it returns.
-func waiting(t *testing.T, ctx context.Context, o Options, seen []*Status, seq uint64, pos int, k *waker, probeEvery time.Duration) <-chan bool {
+// that never fires; the channel delivers what it returns.
+func waiting(t *testing.T, ctx context.Context, o Options, seen []*Status, seq uint64, pos int, k *waker) <-chan bool {
 	t.Helper()
-	poll, probe := time.NewTimer(time.Hour), time.NewTicker(probeEvery)
+	poll := time.NewTimer(time.Hour)
 	returned := make(chan bool, 1)
 	pl := &place{q: newQueue(o.Path, []string{o.Path}), queued: true, tk: &ticket{seq: seq}, pos: pos}
-	go func() { returned <- waitForChange(ctx, o, seen, pl, k, poll, probe) }()
-	t.Cleanup(func() {
-		poll.Stop()
-		probe.Stop()
-	})
+	go func() { returned <- waitForChange(ctx, o, seen, pl, k, poll) }()
+	t.Cleanup(func() { poll.Stop() })
 	return returned
 }
 
@@ -106,7 +102,7 @@ func TestWaitForChange(t *testing.T) {
 	t.Run("behind the head: releases are ignored, the head leaving ends the wait", func(t *testing.T) {
 		o := testOptions(t)
 		q, k := queueOf(t, o, 2), fakeWaker()
-		returned := waiting(t, bg, o, nil, q[1].seq, 2, k, time.Hour)
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, k)
 
 		deliver(t, k.c, returned, "a release")
 		stillWaiting(t, k.c, returned, "another release")
@@ -118,7 +114,7 @@ func TestWaitForChange(t *testing.T) {
 	t.Run("behind the head: a waiter behind leaving changes nothing", func(t *testing.T) {
 		o := testOptions(t)
 		q, k := queueOf(t, o, 3), fakeWaker()
-		returned := waiting(t, bg, o, nil, q[1].seq, 2, k, time.Hour)
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, k)
 
 		q[2].drop()
 		deliver(t, k.left, returned, "a waiter behind leaving")
@@ -133,7 +129,7 @@ func TestWaitForChange(t *testing.T) {
 	t.Run("the head: tickets leaving are ignored, a release ends the wait", func(t *testing.T) {
 		o := testOptions(t)
 		q, k := queueOf(t, o, 2), fakeWaker()
-		returned := waiting(t, bg, o, nil, q[0].seq, 1, k, time.Hour)
+		returned := waiting(t, bg, o, nil, q[0].seq, 1, k)
 
 		q[1].drop()
 		deliver(t, k.left, returned, "a ticket leaving")
@@ -148,7 +144,7 @@ func TestWaitForChange(t *testing.T) {
 		// The head's process is gone: its ticket stays, its kernel lock
 		// does not.
 		osfile.Unlock(q[0].f)
-		returned := waiting(t, bg, o, nil, q[1].seq, 2, fakeWaker(), time.Millisecond)
+		returned := waiting(t, bg, o, nil, q[1].seq, 2, fakeWaker())
 		awaitReturn(t, returned, "the probe finding the head dead")
 	})
 
@@ -156,7 +152,7 @@ func TestWaitForChange(t *testing.T) {
 		o := testOptions(t)
 		q := queueOf(t, o, 2)
 		ctx, cancel := context.WithCancel(bg)
-		returned := waiting(t, ctx, o, nil, q[1].seq, 2, fakeWaker(), time.Hour)
+		returned := waiting(t, ctx, o, nil, q[1].seq, 2, fakeWaker())
 		cancel()
 		select {
 		case r := <-returned:
@@ -192,7 +188,7 @@ func TestWaitForChangeWatched(t *testing.T) {
 	}
 	defer k.close()
 
-	returned := waiting(t, context.Background(), o, []*Status{held}, mine.seq, 3, k, time.Hour)
+	returned := waiting(t, context.Background(), o, []*Status{held}, mine.seq, 3, k)
 	// The head leaving does not make this waiter the head: the one
 	// behind it is still ahead, alive.
 	q[0].drop()
@@ -208,6 +204,6 @@ func TestWaitForChangeWatched(t *testing.T) {
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}
-	returned = waiting(t, context.Background(), o, []*Status{held}, mine.seq, 1, k, time.Hour)
+	returned = waiting(t, context.Background(), o, []*Status{held}, mine.seq, 1, k)
 	awaitReturn(t, returned, "a release that came before the head watched the folder")
 }

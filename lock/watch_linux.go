@@ -21,8 +21,15 @@ const dirMask = unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF | unix
 
 // ticketMask is what the kernel reports of the ticket a waiter follows: its
 // link count changing (its removal; a touch, at most once per heartbeat,
-// too), or the file going.
-const ticketMask = unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+// too), the file going, or its last writable close: the waiter's open file,
+// which holds the ticket's kernel lock, is closed when the waiter ends, if
+// killed too. (Probes open it read-only, which reports nothing.)
+const ticketMask = unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_CLOSE_WRITE
+
+// holderMask is what the kernel reports of a holder's liveness file: its
+// last writable close, which is when its kernel lock is dropped (the holder
+// and every process of its job that inherited it have closed or ended).
+const holderMask = unix.IN_CLOSE_WRITE
 
 // osWatch is the inotify instance of a waker. Only the head of the queue
 // watches the folder; a waiter behind it watches the one ticket it follows
@@ -36,6 +43,7 @@ type osWatch struct {
 	dirWD    int // -1: the folder is not watched
 	ticketWD int // -1: no ticket is followed
 	ticket   string
+	holders  map[int]string // liveness files watched (watchHolders), by watch
 }
 
 // watch starts k's inotify instance, read through the runtime's poller,
@@ -93,6 +101,12 @@ func (k *waker) events(b []byte) {
 			k.lost()
 		case wd == k.os.ticketWD:
 			send(k.left)
+		case k.os.holders[wd] != "":
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				delete(k.os.holders, wd) // the file is gone: its removal wakes
+				continue
+			}
+			send(k.c)
 		case wd != k.os.dirWD:
 			// A watch given up (its IN_IGNORED).
 		case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
@@ -125,6 +139,38 @@ func (k *waker) watchReleases() (added bool) {
 	return true
 }
 
+// closes reports whether k reports the last close of the files it
+// follows (see ticketMask and watchHolders): waiting needs no probe then.
+func (k *waker) closes() bool { return k != nil && k.os.on }
+
+// watchHolders watches the liveness files at paths for their last close,
+// instead of those watched before, reporting false when one cannot be
+// watched (it is gone, or this user may not read it).
+func (k *waker) watchHolders(paths []string) bool {
+	if k == nil || !k.os.on {
+		return false
+	}
+	k.os.mu.Lock()
+	defer k.os.mu.Unlock()
+	keep := make(map[int]string, len(paths))
+	ok := true
+	for _, p := range paths {
+		wd, err := unix.InotifyAddWatch(k.os.fd, p, holderMask)
+		if err != nil {
+			ok = false
+			continue
+		}
+		keep[wd] = p
+	}
+	for wd := range k.os.holders {
+		if keep[wd] == "" {
+			unix.InotifyRmWatch(k.os.fd, uint32(wd))
+		}
+	}
+	k.os.holders = keep
+	return ok
+}
+
 // follow watches the ticket at path instead of the folder, reporting false
 // if the ticket is already gone.
 func (k *waker) follow(path string) bool {
@@ -138,6 +184,10 @@ func (k *waker) follow(path string) bool {
 		unix.InotifyRmWatch(k.os.fd, uint32(k.os.dirWD))
 		k.os.dirWD = -1
 	}
+	for wd := range k.os.holders {
+		unix.InotifyRmWatch(k.os.fd, uint32(wd))
+	}
+	k.os.holders = nil
 	if path == k.os.ticket && k.os.ticketWD >= 0 {
 		return true
 	}

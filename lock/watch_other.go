@@ -55,3 +55,9 @@ func (k *waker) follow(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// closes: fsnotify does not report closes; waiters probe.
+func (k *waker) closes() bool { return false }
+
+// watchHolders: liveness files are probed here.
+func (k *waker) watchHolders([]string) bool { return false }
