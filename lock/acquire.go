@@ -189,11 +189,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 			}
 		}
 		if !probing {
-			watched, gone := watchHolders(wk, seen)
-			if gone {
-				return true
-			}
-			probing = !watched
+			probing = !watchHolders(wk, seen)
 		}
 	} else if ahead = follow(pl, wk); ahead == "" {
 		return true
@@ -267,9 +263,8 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 // their last close (the kernel drops a liveness lock exactly then). watched
 // is false when some holder cannot be watched so (no watch, a holder
 // without a liveness file, one whose liveness lock is already free but is
-// kept alive by its job's process group); gone is true when a holder was
-// found gone once watched (look again at once).
-func watchHolders(wk *waker, seen []*Status) (watched, gone bool) {
+// kept alive by its job's process group: the probe looks at those).
+func watchHolders(wk *waker, seen []*Status) (watched bool) {
 	var paths []string
 	for _, st := range seen {
 		switch {
@@ -282,23 +277,20 @@ func watchHolders(wk *waker, seen []*Status) (watched, gone bool) {
 		case validToken(st.Info.Token):
 			paths = append(paths, livePath(st.Path, st.Info.Token))
 		default:
-			return false, false
+			return false
 		}
 	}
 	if !wk.watchHolders(paths) {
-		return false, false
+		return false
 	}
-	// Watched from now: a holder gone before is found by looking.
+	// Watched from now on: a liveness lock dropped before (or none: the
+	// Node tool's) is for the probe.
 	for _, p := range paths {
-		held, known, _ := probeLiveFile(p)
-		if !known {
-			return false, false // no liveness file: the Node tool's
-		}
-		if !held {
-			return true, true
+		if held, _, _ := probeLiveFile(p); !held {
+			return false
 		}
 	}
-	return true, false
+	return true
 }
 
 // passHeads is the check of a waiter behind the head: it notes whether a
