@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // overlapping critical sections and print every row.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the whole benchmark in -quick mode (about 15 s)")
+		t.Skip("runs the whole benchmark in -quick mode (about 25 s)")
 	}
 	var missing []string
 	for _, tool := range []string{"flock", "node"} {
@@ -74,6 +74,11 @@ func TestQuick(t *testing.T) {
 		"(d) CPU of one waiter",
 		"(e) RSS of the wrapper",
 		"(f) FIFO",
+		"(g) pre-queued chain gap p50",
+		"(g) pre-queued chain gap p90",
+		"(g) overlapping critical sections",
+		"(h) CPU of 1 queued waiter ",
+		"(h) CPU of 10 queued waiters",
 	} {
 		var found []string
 		for name, cells := range rows {
@@ -95,7 +100,21 @@ func TestQuick(t *testing.T) {
 				}
 			}
 		}
-		if strings.HasPrefix(want, "(c)") {
+		if strings.HasPrefix(want, "(g) pre-queued") {
+			for i, c := range found[1:4] {
+				if !regexp.MustCompile(`^[0-9.]+ \([0-9.]+×\)$`).MatchString(c) {
+					t.Errorf("%s of contender %d: %q, want milliseconds and the ratio to flock's", want, i+1, c)
+				}
+			}
+		}
+		if strings.HasPrefix(want, "(h)") {
+			for i, c := range found[1:4] {
+				if !regexp.MustCompile(`^[0-9.]+% \([0-9.]+ s\)$`).MatchString(c) {
+					t.Errorf("%s of contender %d: %q, want a %% of a core and seconds", want, i+1, c)
+				}
+			}
+		}
+		if strings.HasPrefix(want, "(c)") || strings.HasPrefix(want, "(g) overlapping") {
 			for i, c := range found[1:4] {
 				if !strings.HasPrefix(c, "0 of ") || c == "0 of 0" {
 					t.Errorf("overlaps of contender %d: %q, want 0 of some sections", i+1, c)
@@ -103,7 +122,7 @@ func TestQuick(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 13 {
-		t.Errorf("%d rows, want 13", len(rows))
+	if len(rows) != 18 {
+		t.Errorf("%d rows, want 18", len(rows))
 	}
 }

@@ -14,7 +14,8 @@
 // the default GPU lock is never touched. Progress goes to stderr, the table to
 // stdout.
 //
-// Measurements (-only picks a subset, e.g. -only a,b,f):
+// Measurements (-only picks a subset of a-h, e.g. -only a,b,f; all by
+// default):
 //
 //	a  wrapper overhead: `gpuexec --lock L -- true` against `flock L true`
 //	   (and the seed's run mode holding 0 ms), uncontended, -runs runs each,
@@ -36,12 +37,39 @@
 //	   holder (each started once the previous is visibly queued), then the
 //	   holder releases; is the order in which their sections run the arrival
 //	   order? -fifo-rounds rounds.
+//	g  pre-queued handoff chain (lockbench-style, no wrapper start-up in
+//	   the way): a holder takes the lock, then -chain-waiters (16)
+//	   wrappers around the critical section of b, holding -chain-hold
+//	   (150ms), are started at once. Once all are seen queued, and 500 ms
+//	   more for them to finish starting up, the holder releases. Queued
+//	   means: for gpuexec, as many tickets <lock>.ticket-* beside the lock
+//	   as waiters (the holder took the free lock without one; the folder
+//	   is only listed, which wakes no watch); for flock(1), every waiter
+//	   listed as blocked in flock(2) in /proc/locks (no sleeping blindly);
+//	   for the seed, each printed its first "waiting" line. Gap = a
+//	   section's start minus the previous one's end, sorted by start (the
+//	   first, after the holder, not counted); -chain-rounds (3) rounds
+//	   pooled, the contenders taking turns; p50 and p90 with their ratio
+//	   to flock's (targets: p50 <= 1.5x, p90 <= 2x), and overlaps (must
+//	   be 0).
+//	h  total CPU of N waiters queued behind a holder, for each N of
+//	   -cpu-waiters (1,10,100), all contenders at once, each on its own
+//	   lock: once all are seen queued (as in g, with a deadline of a
+//	   minute plus a second per waiter, then an error) and 500 ms more,
+//	   the sum of their utime+stime (/proc/PID/stat) is read, and again
+//	   -wait-cpu later; shown as % of a core (target: < 1% at 100 for
+//	   gpuexec). Then the holder releases and every waiter must exit 0;
+//	   they are killed on any failure. The seed's waiters are stopped
+//	   with SIGTERM instead (at its 20 s poll they would drain one poll
+//	   each), and the seed is skipped above 10 waiters (each a polling
+//	   node process).
 //
 // The seed polls: its handoff gap scales with its poll interval (20 s in the
 // article). It runs with SEEDLOCK_POLL_MS = -seed-poll (default 20 s, the
-// seed's own) for d, and -seed-handoff-poll (default 500 ms) for b and f; the
-// table says which.
+// seed's own) for d and h, and -seed-handoff-poll (default 500 ms) for b, f
+// and g; the table says which.
 //
 // -quick is a smoke test: 10 runs, 2 contenders x 3 cycles, 2 s of waiting,
-// 2 FIFO rounds (flags given explicitly still win).
+// 2 FIFO rounds, a chain of 4 waiters holding 50 ms in 1 round, 1 and 10
+// waiters for h (flags given explicitly still win).
 package main

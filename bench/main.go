@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +34,10 @@ func main() {
 
 type config struct {
 	runs, contenders, cycles, fifoRounds, fifoWaiters int
+	chainWaiters, chainRounds                         int
 	hold, waitCPU, seedPoll, seedHandoffPoll          time.Duration
+	chainHold                                         time.Duration
+	cpuWaiters                                        []int
 	sel                                               map[byte]bool
 	gpuexec, tags, ldflags, root                      string
 	keep                                              bool
@@ -50,9 +54,11 @@ side, and prints a Markdown table (stdout; progress on stderr):
   d  CPU used by one queued waiter over -wait-cpu
   e  RSS of the wrapper while its child runs
   f  FIFO: is the arrival order of queued waiters kept?
+  g  handoff gap along a chain of waiters queued at once behind a holder
+  h  CPU used by 1, 10 and 100 queued waiters together over -wait-cpu
 gpuexec is built from the module root (go build .) unless -gpuexec is given.
 The seed polls: its handoff gap scales with its poll, set by -seed-poll (d)
-and -seed-handoff-poll (b, f).
+and -seed-handoff-poll (b, f, g).
 
 flags:
 `
@@ -65,24 +71,28 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
 	}
-	var only string
+	var only, cpuWaiters string
 	var quick bool
 	fs.IntVar(&c.runs, "runs", 200, "(a) runs per contender, interleaved")
 	fs.IntVar(&c.contenders, "contenders", 8, "(b) contending loop processes")
 	fs.IntVar(&c.cycles, "cycles", 25, "(b) critical sections per contender")
 	fs.DurationVar(&c.hold, "hold", 5*time.Millisecond, "(b, f) how long a critical section holds the lock (whole ms)")
-	fs.DurationVar(&c.waitCPU, "wait-cpu", 30*time.Second, "(d) how long the waiter's CPU is measured")
+	fs.DurationVar(&c.waitCPU, "wait-cpu", 30*time.Second, "(d, h) how long the waiters' CPU is measured")
 	fs.IntVar(&c.fifoRounds, "fifo-rounds", 10, "(f) rounds")
 	fs.IntVar(&c.fifoWaiters, "fifo-waiters", 8, "(f) waiters queued per round")
+	fs.IntVar(&c.chainWaiters, "chain-waiters", 16, "(g) waiters started at once behind the holder, per round")
+	fs.DurationVar(&c.chainHold, "chain-hold", 150*time.Millisecond, "(g) how long each waiter's critical section holds the lock (whole ms)")
+	fs.IntVar(&c.chainRounds, "chain-rounds", 3, "(g) rounds, pooled")
+	fs.StringVar(&cpuWaiters, "cpu-waiters", "1,10,100", "(h) numbers of queued waiters whose CPU is measured, comma-separated")
 	fs.DurationVar(&c.seedPoll, "seed-poll", 20*time.Second, "(d) the seed's poll, SEEDLOCK_POLL_MS (the seed's own is 20s)")
-	fs.DurationVar(&c.seedHandoffPoll, "seed-handoff-poll", 500*time.Millisecond, "(b, f) the seed's poll; a poller's handoff gap scales with it")
-	fs.StringVar(&only, "only", "", "run only these measurements, comma-separated: a,b,c,d,e,f (c counts overlaps in b and f; without f it runs b)")
+	fs.DurationVar(&c.seedHandoffPoll, "seed-handoff-poll", 500*time.Millisecond, "(b, f, g) the seed's poll; a poller's handoff gap scales with it")
+	fs.StringVar(&only, "only", "", "run only these measurements, comma-separated: a,b,c,d,e,f,g,h (c counts overlaps in b and f; without f it runs b)")
 	fs.StringVar(&c.gpuexec, "gpuexec", "", "measure this gpuexec `binary` instead of building one")
 	fs.StringVar(&c.tags, "tags", "urfave_cli_no_docs", "build gpuexec with go build -tags `TAGS` (default: the release build of README)")
 	fs.StringVar(&c.ldflags, "ldflags", "-s -w", "build gpuexec with go build -ldflags `FLAGS` (default: the release build of README)")
 	fs.StringVar(&c.root, "root", "", "the gpuexec module `folder` (default: found upward from the current folder)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary folder (its path goes to stderr)")
-	fs.BoolVar(&quick, "quick", false, "smoke test: -runs 10 -contenders 2 -cycles 3 -wait-cpu 2s -fifo-rounds 2, unless given")
+	fs.BoolVar(&quick, "quick", false, "smoke test: -runs 10 -contenders 2 -cycles 3 -wait-cpu 2s -fifo-rounds 2 -chain-waiters 4 -chain-rounds 1 -chain-hold 50ms -cpu-waiters 1,10, unless given")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -92,30 +102,40 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]string{"runs": "10", "contenders": "2", "cycles": "3", "wait-cpu": "2s", "fifo-rounds": "2"} {
+		for name, v := range map[string]string{"runs": "10", "contenders": "2", "cycles": "3", "wait-cpu": "2s", "fifo-rounds": "2",
+			"chain-waiters": "4", "chain-rounds": "1", "chain-hold": "50ms", "cpu-waiters": "1,10"} {
 			if !set[name] {
 				fs.Set(name, v)
 			}
 		}
 	}
 	switch {
-	case c.runs < 1, c.cycles < 1, c.fifoRounds < 1:
-		return nil, errors.New("-runs, -cycles and -fifo-rounds must be at least 1")
-	case c.contenders < 2, c.fifoWaiters < 2:
-		return nil, errors.New("-contenders and -fifo-waiters must be at least 2")
-	case c.hold < 0 || c.hold%time.Millisecond != 0:
-		return nil, errors.New("-hold must be a whole number of milliseconds")
+	case c.runs < 1, c.cycles < 1, c.fifoRounds < 1, c.chainRounds < 1:
+		return nil, errors.New("-runs, -cycles, -fifo-rounds and -chain-rounds must be at least 1")
+	case c.contenders < 2, c.fifoWaiters < 2, c.chainWaiters < 2:
+		return nil, errors.New("-contenders, -fifo-waiters and -chain-waiters must be at least 2")
+	case c.hold < 0 || c.hold%time.Millisecond != 0, c.chainHold < 0 || c.chainHold%time.Millisecond != 0:
+		return nil, errors.New("-hold and -chain-hold must be whole numbers of milliseconds")
 	case c.waitCPU <= 0, c.seedPoll < time.Millisecond, c.seedHandoffPoll < time.Millisecond:
 		return nil, errors.New("-wait-cpu, -seed-poll and -seed-handoff-poll must be positive (the polls at least 1ms)")
 	}
+	for _, s := range strings.Split(cpuWaiters, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-cpu-waiters: %q is not a number of waiters (at least 1)", s)
+		}
+		if !slices.Contains(c.cpuWaiters, n) {
+			c.cpuWaiters = append(c.cpuWaiters, n)
+		}
+	}
 	c.sel = map[byte]bool{}
 	if only == "" {
-		only = "a,b,c,d,e,f"
+		only = "a,b,c,d,e,f,g,h"
 	}
 	for _, s := range strings.Split(only, ",") {
 		s = strings.TrimSpace(s)
-		if len(s) != 1 || s[0] < 'a' || s[0] > 'f' {
-			return nil, fmt.Errorf("-only: %q is not one of a,b,c,d,e,f", s)
+		if len(s) != 1 || s[0] < 'a' || s[0] > 'h' {
+			return nil, fmt.Errorf("-only: %q is not one of a,b,c,d,e,f,g,h", s)
 		}
 		c.sel[s[0]] = true
 	}
@@ -208,6 +228,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if sel['f'] {
 		b.fifo(ctx)
+	}
+	if sel['g'] {
+		b.chain(ctx)
+	}
+	if sel['h'] {
+		b.queuedCPU(ctx)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "bench: interrupted")

@@ -51,6 +51,11 @@ type contender struct {
 	rssKB, hwmKB int64         // e
 
 	fifoKept, fifoRounds int // f
+
+	chainGaps                                 []time.Duration // g
+	chainSections, chainOverlaps, chainRounds int             // g
+
+	queuedCPU map[int]waitersCPU // h, by number of waiters
 }
 
 // wrap is the argv running child while holding lock: gpuexec with its
@@ -347,21 +352,29 @@ func memory(pid int) (rss, hwm int64, err error) {
 	return rss, hwm, nil
 }
 
-// blockedInFlock reports whether process pid waits in flock(2): /proc/locks
-// lists blocked requests as "N: -> FLOCK ADVISORY WRITE PID ...".
+// blockedInFlock reports whether process pid waits in flock(2).
 func blockedInFlock(pid int) (bool, error) {
+	blocked, err := flockWaiters()
+	return blocked[pid], err
+}
+
+// flockWaiters is the set of processes waiting in flock(2): /proc/locks
+// lists blocked requests as "N: -> FLOCK ADVISORY WRITE PID ...".
+func flockWaiters() (map[int]bool, error) {
 	data, err := os.ReadFile("/proc/locks")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	want := strconv.Itoa(pid)
+	out := map[int]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" && f[5] == want {
-			return true, nil
+		if len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" {
+			if pid, err := strconv.Atoi(f[5]); err == nil {
+				out[pid] = true
+			}
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 // queueLen is the length of the queue `gpuexec status --json` shows.

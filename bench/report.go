@@ -218,6 +218,93 @@ func (b *bench) rows() []row {
 		}
 		rows = append(rows, r)
 	}
+	if sel['g'] {
+		rows = append(rows, b.chainRows()...)
+	}
+	if sel['h'] {
+		rows = append(rows, b.queuedCPURows()...)
+	}
+	return rows
+}
+
+// chainRows are (g)'s: the gap's p50 and p90, each with its ratio to
+// flock's, and the overlaps.
+func (b *bench) chainRows() []row {
+	gx, fl := b.cs[0], b.cs[1]
+	p := func(c *contender, q float64) time.Duration { return pct(sorted(c.chainGaps), q) }
+	has := func(i int) bool { return b.ok(i, 'g') && len(b.cs[i].chainGaps) > 0 }
+	var rows []row
+	for _, q := range []struct {
+		name   string
+		q, max float64
+	}{
+		{"p50", 0.5, 1.5},
+		{"p90", 0.9, 2},
+	} {
+		r := row{
+			name:   fmt.Sprintf("(g) pre-queued chain gap %s, ms (÷ flock's): %d waiters holding %s", q.name, b.cfg.chainWaiters, b.cfg.chainHold),
+			target: fmt.Sprintf("≤ %g× flock's", q.max),
+		}
+		r.cells = b.cellFor('g', func(c *contender) string {
+			if len(c.chainGaps) == 0 {
+				return "no handoffs"
+			}
+			s := ms(p(c, q.q))
+			if has(1) {
+				s += " (" + ratio(p(c, q.q), p(fl, q.q)) + ")"
+			}
+			return s
+		})
+		if has(1) {
+			limit := time.Duration(q.max * float64(p(fl, q.q)))
+			r.target += fmt.Sprintf(" (≤ %s)", ms(limit))
+			if has(0) {
+				r.met = yesNo(p(gx, q.q) <= limit)
+			}
+		}
+		rows = append(rows, r)
+	}
+	r := row{name: "(g) overlapping critical sections in the chain", target: "0"}
+	r.cells = b.cellFor('g', func(c *contender) string { return fmt.Sprintf("%d of %d", c.chainOverlaps, c.chainSections) })
+	if b.ok(0, 'g') {
+		r.met = yesNo(gx.chainOverlaps == 0 && gx.chainSections > 0)
+	}
+	return append(rows, r)
+}
+
+// queuedCPURows are (h)'s: a row per number of waiters.
+func (b *bench) queuedCPURows() []row {
+	var rows []row
+	for _, n := range b.cfg.cpuWaiters {
+		waiters := "waiters"
+		if n == 1 {
+			waiters = "waiter"
+		}
+		r := row{name: fmt.Sprintf("(h) CPU of %d queued %s together over %s of waiting: %% of a core (CPU s)", n, waiters, b.cfg.waitCPU)}
+		pc := func(w waitersCPU) float64 { return 100 * w.cpu.Seconds() / w.waited.Seconds() }
+		for _, c := range b.cs {
+			w, ok := c.queuedCPU[n]
+			switch {
+			case c.missing != "":
+				r.cells = append(r.cells, "N/A ("+c.missing+")")
+			case !ok:
+				r.cells = append(r.cells, "–")
+			case w.skipped != "":
+				r.cells = append(r.cells, w.skipped)
+			case w.err != "":
+				r.cells = append(r.cells, "error (see stderr)")
+			default:
+				r.cells = append(r.cells, fmt.Sprintf("%.2f%% (%.2f s)", pc(w), w.cpu.Seconds()))
+			}
+		}
+		if n == 100 {
+			r.target = "< 1% of a core"
+			if w, ok := b.cs[0].queuedCPU[n]; ok && b.cs[0].missing == "" && w.err == "" && w.skipped == "" {
+				r.met = yesNo(pc(w) < 1)
+			}
+		}
+		rows = append(rows, r)
+	}
 	return rows
 }
 
@@ -271,8 +358,18 @@ func (b *bench) notes() []string {
 		if sel['b'] || sel['f'] {
 			used = append(used, fmt.Sprintf("%s in (b) and (f)", cfg.seedHandoffPoll))
 		}
+		if sel['g'] {
+			used = append(used, fmt.Sprintf("%s in (g)", cfg.seedHandoffPoll))
+		}
+		var dh []string
 		if sel['d'] {
-			used = append(used, fmt.Sprintf("%s in (d)", cfg.seedPoll))
+			dh = append(dh, "(d)")
+		}
+		if sel['h'] {
+			dh = append(dh, "(h)")
+		}
+		if len(dh) > 0 {
+			used = append(used, fmt.Sprintf("%s in %s", cfg.seedPoll, strings.Join(dh, " and ")))
 		}
 		if len(used) > 0 {
 			notes = append(notes, "seed: lock/testdata/seedlock.cjs with SEEDLOCK_POLL_MS = "+strings.Join(used, ", ")+
@@ -306,6 +403,22 @@ func (b *bench) notes() []string {
 	}
 	if sel['e'] {
 		notes = append(notes, "(e) /proc/PID/status of the process holding the lock (gpuexec, flock, node) while its child (or hold) runs; MB = 10^6 bytes.")
+	}
+	if sel['g'] {
+		var counts []string
+		for _, c := range b.available() {
+			counts = append(counts, fmt.Sprintf("%s %d", c.name, len(c.chainGaps)))
+		}
+		seedStep := ""
+		if b.cs[2].missing == "" {
+			seedStep = " The seed's waiters, started together, tend to poll in step, so its gap is often about a poll less the hold."
+		}
+		notes = append(notes, fmt.Sprintf("(g) lockbench-style: per round, a holder takes the lock, then %d wrappers around the critical section (as in (b), holding %s; the seed's run mode holding %s with the truth file) are started at once; once all are seen queued (gpuexec: %d tickets `gpu.lock.ticket-*` beside the lock; flock(1): all blocked in flock(2) per /proc/locks; seed: each printed its first \"waiting\" line) and %s more, the holder releases. Gap = a section's start minus the previous one's end, sorted by start; the first section (after the holder) not counted. %d round(s) pooled, the contenders taking turns; gaps: %s.",
+			cfg.chainWaiters, cfg.chainHold, cfg.chainHold, cfg.chainWaiters, settle, cfg.chainRounds, strings.Join(counts, ", "))+seedStep)
+	}
+	if sel['h'] {
+		notes = append(notes, fmt.Sprintf("(h) N waiters (`gpuexec --lock L --poll 20s -- true`, `flock L true`, the seed's run mode holding 0 ms) started at once behind a holder, all contenders at once, each on its own lock; once all are seen queued (as in (g)) and %s more, the sum of their utime+stime is read from /proc/PID/stat, and again %s later (start-up excluded; 10 ms ticks); %% of a core = that CPU ÷ the wall time. Then the holder releases and every waiter must exit 0 (the seed's are stopped with SIGTERM instead: at a 20 s poll they would drain one poll each). The seed is skipped above %d waiters: each is a polling node process (~40 MB).",
+			settle, cfg.waitCPU, seedMaxCPUWaiters))
 	}
 	return notes
 }
