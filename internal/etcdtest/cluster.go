@@ -15,7 +15,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Cluster is a cluster of etcd members on loopback, each with a client
+// Cluster is a cluster of etcd members on loopback, with etcd's default
+// heartbeat (100 ms) and election timeout (1 s), each member with a client
 // port, a peer port and a data folder of its own. Members are numbered from
 // 0, in the order of Members.
 type Cluster struct {

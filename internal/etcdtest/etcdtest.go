@@ -206,14 +206,14 @@ func (s *Server) spawn() error {
 	peer := s.peerURL()
 	cluster := s.cluster
 	// Fast elections: a lone member leads within a fraction of a second
-	// of starting. A cluster's members give a loaded machine more time
-	// before they start an election, and still elect a new leader well
-	// within a second of losing one.
+	// of starting. A cluster's members keep etcd's own defaults (a
+	// heartbeat every 100 ms, an election after 1 s without one), so that
+	// a member that fails takes as long to replace as in a real cluster.
 	heartbeat, election := "50", "300"
 	if cluster == "" {
 		cluster = s.name + "=" + peer
 	} else {
-		heartbeat, election = "50", "500"
+		heartbeat, election = "100", "1000"
 	}
 	args := []string{
 		"--name", s.name,
