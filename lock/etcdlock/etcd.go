@@ -904,7 +904,9 @@ func (h *Held) monitor(ready chan<- struct{}) {
 }
 
 // RecordChild writes the job's process group into the record (childPgid),
-// if the key is still ours.
+// if the key is still ours. It gives up when the lock is lost: whoever
+// waits for it (the helper, before it passes the loss on) must not wait
+// for an etcd that does not answer.
 func (h *Held) RecordChild(pgid int) error {
 	h.mu.Lock()
 	rec := h.p.rec
@@ -912,6 +914,13 @@ func (h *Held) RecordChild(pgid int) error {
 	rec.ChildPGID = pgid
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
+	go func() {
+		select {
+		case <-h.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	resp, err := h.p.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.p.key), "=", h.p.rev)).
 		Then(clientv3.OpPut(h.p.key, rec.encode(), clientv3.WithLease(h.p.k.id))).
