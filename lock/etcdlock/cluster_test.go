@@ -2,8 +2,9 @@
 
 package etcdlock
 
-// Tests of waiters and holders on a three-member cluster whose members
-// fail (internal/etcdtest's Cluster; pausing a member needs SIGSTOP).
+// Waiters that lose their place, and issue #17's waiter on a three-member
+// cluster whose leader is stopped (internal/etcdtest's Cluster; pausing a
+// member needs SIGSTOP).
 
 import (
 	"bytes"
@@ -141,11 +142,12 @@ func TestWaiterRequeuesAfterLosingItsPlace(t *testing.T) {
 
 // Issue #17's waiter: the holder talks to member 0 only, the waiter to
 // members 1 and 2, and member 0, the leader, is stopped (SIGSTOP). The
-// others elect a new leader, but renewals they had forwarded to member 0
-// hang, so the waiter's lease (as short as the TTL) may expire with the
-// holder's: the waiter queues again, with a new session, and takes the
-// lock once the holder's lease has expired. The holder loses the lock
-// before that.
+// others elect a new leader, but the renewals they had forwarded to member
+// 0 hang for their request timeout (7 s): a waiter renewing on one stream
+// saw its lease expire, and then spun on its dead session, never taking
+// the lock. Now its renewals go on new streams through the new leader (or,
+// should its place be lost after all, it queues again once): it takes the
+// lock when the holder's lease has expired, after the holder lost it.
 func TestWaiterCutOffFromLeaderTakesTheLock(t *testing.T) {
 	c := etcdtest.StartCluster(t, 3)
 	c.MakeLeader(t, 0)
