@@ -34,7 +34,8 @@ import (
 const (
 	roleEnv  = "GPUEXEC_ETCD_TEST_ROLE"
 	readyEnv = "GPUEXEC_ETCD_TEST_READY" // hold: where to write "pid\n" once running
-	workEnv  = "GPUEXEC_ETCD_TEST_WORK"  // critical: the folder of its evidence
+	workEnv  = "GPUEXEC_ETCD_TEST_WORK"  // critical, hold: the folder of its evidence (the truth file)
+	nameEnv  = "GPUEXEC_ETCD_TEST_NAME"  // critical: its name in its evidence (else its pid)
 )
 
 // long bounds every wait; generous for a loaded two-core machine.
@@ -51,8 +52,23 @@ var (
 var roles = map[string]func() int{
 	// hold: write our pid and GPUEXEC_LOCK to $READY, then run until
 	// stdin reaches EOF (or forever, with stdin closed... the test keeps
-	// it open).
+	// it open). With $WORK, it first takes the truth file's lock (see
+	// critical), and fails loudly (an "overlap" file, status 3) if it
+	// cannot: it holds the truth while it runs.
 	"hold": func() int {
+		if dir := os.Getenv(workEnv); dir != "" {
+			f, err := os.OpenFile(filepath.Join(dir, "truth"), os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			defer f.Close()
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("overlap-%d", os.Getpid())), nil, 0o644)
+				fmt.Fprintln(os.Stderr, "hold: another job holds the truth file")
+				return 3
+			}
+		}
 		s := fmt.Sprintf("%d %s %s\n", os.Getpid(), os.Getenv("GPUEXEC_LOCK_HELD"), os.Getenv("GPUEXEC_LOCK_PATH"))
 		if err := writeAtomic(os.Getenv(readyEnv), s); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -62,8 +78,11 @@ var roles = map[string]func() int{
 		return 0
 	},
 	// critical: prove it runs alone (a non-blocking flock on a file in
-	// $WORK; failing, it writes an "overlap" file), then count itself.
+	// $WORK; failing, it writes an "overlap" file), then count itself: a
+	// "ran-NAME" file ($NAME, else its pid) holding when it started and
+	// ended (Unix nanoseconds).
 	"critical": func() int {
+		began := time.Now()
 		dir := os.Getenv(workEnv)
 		f, err := os.OpenFile(filepath.Join(dir, "truth"), os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
@@ -77,7 +96,11 @@ var roles = map[string]func() int{
 			defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		}
 		time.Sleep(3 * time.Millisecond) // the job's work, under the lock
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("ran-%d", os.Getpid())), nil, 0o644)
+		name := os.Getenv(nameEnv)
+		if name == "" {
+			name = strconv.Itoa(os.Getpid())
+		}
+		os.WriteFile(filepath.Join(dir, "ran-"+name), fmt.Appendf(nil, "%d %d", began.UnixNano(), time.Now().UnixNano()), 0o644)
 		return 0
 	},
 }
@@ -141,6 +164,7 @@ type proc struct {
 	stdin    io.WriteCloser
 	out, err *testlog.Buffer
 	done     chan struct{}
+	endedAt  time.Time // when it exited, once done is closed
 }
 
 func start(t *testing.T, environ []string, args ...string) *proc {
@@ -155,7 +179,7 @@ func start(t *testing.T, environ []string, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.cmd.Wait(); close(p.done) }()
+	go func() { p.cmd.Wait(); p.endedAt = time.Now(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stdin.Close()
 		select {
@@ -198,9 +222,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // the job runs; it returns gpuexec and the job's "pid held lock" line.
 func holdJob(t *testing.T, url string, extra ...string) (*proc, []string) {
 	t.Helper()
+	return holdJobIn(t, url, nil, extra...)
+}
+
+// holdJobIn is holdJob with environ appended to the job's environment.
+func holdJobIn(t *testing.T, url string, environ []string, extra ...string) (*proc, []string) {
+	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
 	args := append([]string{"--lock", url, "--owner", "channels", "--slug", "ep12"}, extra...)
-	p := start(t, env(roleEnv+"=hold", readyEnv+"="+ready), append(args, "--", jobBin)...)
+	p := start(t, env(append([]string{roleEnv + "=hold", readyEnv + "=" + ready}, environ...)...), append(args, "--", jobBin)...)
 	var fields []string
 	waitFor(t, "the job to run", func() bool {
 		b, err := os.ReadFile(ready)

@@ -1,8 +1,14 @@
-// Package etcdtest starts throwaway etcd servers for tests: one member on
-// loopback ports, its data in a temporary folder, stopped when the test
-// ends. Tests that need etcd skip (with a message) where its binary is
-// missing, except under CI (CI set), where that is a failure: .ci/run
-// installs it (Debian's etcd-server).
+// Package etcdtest starts throwaway etcd servers for tests on loopback
+// ports, their data in a temporary folder, stopped when the test ends: one
+// member (Start), or a cluster of several (StartCluster) whose members a
+// test can kill, stop (SIGSTOP), continue and restart. Tests that need etcd
+// skip (with a message) where its binary is missing, except under CI (CI
+// set), where that is a failure: .ci/run installs it (Debian's
+// etcd-server).
+//
+// Every member is started with --initial-cluster-token Token, so that
+// members left behind by an interrupted test run can be found and ended:
+// pkill -f gpuexec-etcd-test.
 package etcdtest
 
 import (
@@ -71,16 +77,23 @@ type TLSFiles struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
 }
 
+// Token is every member's --initial-cluster-token, also in its command
+// line: pkill -f gpuexec-etcd-test ends the members a killed test left.
+const Token = "gpuexec-etcd-test"
+
 // Server is one etcd member on loopback.
 type Server struct {
 	bin, dir string
-	port     int // client port
-	peer     int
+	name     string
+	port     int    // client port
+	peer     int    // peer port
+	cluster  string // --initial-cluster; "" for a lone member
 	tls      *TLSFiles
 	logPath  string
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	paused   bool
 }
 
 // Option changes how Start starts etcd.
@@ -110,16 +123,18 @@ func StartIn(bin, dir string, opts ...Option) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, name: "t"}
 	for _, o := range opts {
 		o(s)
 	}
 	s.logPath = filepath.Join(s.dir, "etcd.log")
 	var err error
 	for range 3 {
-		if s.port, s.peer, err = freePorts(); err != nil {
+		var ports []int
+		if ports, err = freePorts(2); err != nil {
 			return nil, err
 		}
+		s.port, s.peer = ports[0], ports[1]
 		if err = s.start(); err == nil {
 			return s, nil
 		}
@@ -127,8 +142,8 @@ func StartIn(bin, dir string, opts ...Option) (*Server, error) {
 	return nil, err
 }
 
-// freePorts finds two loopback ports nobody listens on now.
-func freePorts() (int, int, error) {
+// freePorts finds n loopback ports nobody listens on now.
+func freePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -136,15 +151,15 @@ func freePorts() (int, int, error) {
 			l.Close()
 		}
 	}()
-	for range 2 {
+	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports[0], ports[1], nil
+	return ports, nil
 }
 
 func (s *Server) scheme() string {
@@ -168,24 +183,49 @@ func (s *Server) URL(key, query string) string {
 }
 
 // start starts the process (on the ports chosen) and waits until it
-// answers, at most 20 s.
+// answers, at most startWait.
 func (s *Server) start() error {
+	if err := s.spawn(); err != nil {
+		return err
+	}
+	return s.awaitServing(time.Now().Add(startWait))
+}
+
+// startWait bounds a member's start, from its process's start to its first
+// answer (a cluster's members' start together).
+const startWait = 20 * time.Second
+
+// peerURL is the member's peer address as a URL.
+func (s *Server) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.peer) }
+
+// spawn starts the process, without waiting for it to serve.
+func (s *Server) spawn() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	client := s.scheme() + "://" + s.Endpoint()
-	peer := "http://127.0.0.1:" + strconv.Itoa(s.peer)
+	peer := s.peerURL()
+	cluster := s.cluster
+	// Fast elections: a lone member leads within a fraction of a second
+	// of starting. A cluster's members keep etcd's own defaults (a
+	// heartbeat every 100 ms, an election after 1 s without one), so that
+	// a member that fails takes as long to replace as in a real cluster.
+	heartbeat, election := "50", "300"
+	if cluster == "" {
+		cluster = s.name + "=" + peer
+	} else {
+		heartbeat, election = "100", "1000"
+	}
 	args := []string{
-		"--name", "t",
+		"--name", s.name,
 		"--data-dir", filepath.Join(s.dir, "data"),
 		"--listen-client-urls", client,
 		"--advertise-client-urls", client,
 		"--listen-peer-urls", peer,
 		"--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "t=" + peer,
-		// Fast elections: a lone member leads within a fraction of a
-		// second of starting.
-		"--heartbeat-interval", "50",
-		"--election-timeout", "300",
+		"--initial-cluster", cluster,
+		"--initial-cluster-token", Token,
+		"--heartbeat-interval", heartbeat,
+		"--election-timeout", election,
 		"--log-level", "error",
 	}
 	if s.tls != nil {
@@ -207,20 +247,29 @@ func (s *Server) start() error {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
+	s.cmd, s.exited, s.paused = cmd, exited, false
+	return nil
+}
 
-	cfg := clientv3.Config{Endpoints: []string{client}, DialTimeout: time.Second, Logger: zap.NewNop()}
+// awaitServing waits until the member answers a read, until deadline;
+// past it (or if it exits) the member is killed and the error carries its
+// log.
+func (s *Server) awaitServing(deadline time.Time) error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	cfg := clientv3.Config{Endpoints: []string{s.scheme() + "://" + s.Endpoint()}, DialTimeout: time.Second, Logger: zap.NewNop()}
 	if s.tls != nil {
+		var err error
 		if cfg.TLS, err = s.tls.ClientConfig(true); err != nil {
 			return err
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	for {
 		select {
 		case <-exited:
 			b, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("etcd exited at start:\n%s", b)
+			return fmt.Errorf("etcd %s exited at start:\n%s", s.name, b)
 		default:
 		}
 		if err := probe(cfg); err == nil {
@@ -229,7 +278,7 @@ func (s *Server) start() error {
 			cmd.Process.Kill()
 			<-exited
 			b, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("etcd did not serve within 20s: %v\n%s", err, b)
+			return fmt.Errorf("etcd %s did not serve within %s: %v\n%s", s.name, startWait, err, b)
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
@@ -263,7 +312,8 @@ func isAuthError(err error) bool {
 }
 
 // Restart starts the member again, on the same ports and data, after Stop
-// or Kill.
+// or Kill, and waits until it serves (a cluster's member: once it has
+// rejoined a quorum).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	if err := s.start(); err != nil {
@@ -277,6 +327,24 @@ func (s *Server) Stop() { s.end(syscall.SIGTERM) }
 // Kill ends the member with SIGKILL and waits for it.
 func (s *Server) Kill() { s.end(syscall.SIGKILL) }
 
+// Running reports whether the member's process runs (paused or not).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Name is the member's name (--name).
+func (s *Server) Name() string { return s.name }
+
 func (s *Server) end(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -289,6 +357,11 @@ func (s *Server) end(sig syscall.Signal) {
 	default:
 	}
 	s.cmd.Process.Signal(sig)
+	if s.paused {
+		// A stopped process handles SIGTERM once continued.
+		resume(s.cmd.Process)
+		s.paused = false
+	}
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
 	select {
@@ -404,4 +477,35 @@ func NewTLSFiles(t testing.TB, dir string) *TLSFiles {
 		ClientCert: write("client.pem", "CERTIFICATE", cliDER),
 		ClientKey:  writeKey("client-key.pem", cliKey),
 	}
+}
+
+// Pause stops the member with SIGSTOP: it keeps its ports and connections
+// but answers nothing, as a hung machine or one cut off by the network
+// does. Resume continues it; Kill and Stop end a paused member too. Unix
+// only.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatal("etcdtest: Pause of a member that never started")
+	}
+	if err := pause(s.cmd.Process); err != nil {
+		t.Fatal(err)
+	}
+	s.paused = true
+}
+
+// Resume continues a member stopped by Pause.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.paused {
+		return
+	}
+	if err := resume(s.cmd.Process); err != nil {
+		t.Fatal(err)
+	}
+	s.paused = false
 }

@@ -2,20 +2,27 @@
 // by an etcd:// URL (see package etcdurl) is a key prefix on an etcd
 // cluster, held with go.etcd.io/etcd/client/v3's concurrency package.
 //
-//   - Each waiter opens a session, whose lease (TTL from the URL's ttl=) is
-//     its heartbeat, and puts its record under KEY/<lease id in hex>, bound
-//     to that lease. The key with the lowest create revision holds the lock;
+//   - Each waiter is granted a lease (TTL from the URL's ttl=), its
+//     heartbeat, and puts its record under KEY/<lease id in hex>, bound to
+//     that lease. The key with the lowest create revision holds the lock;
 //     the others wait, in create-revision (arrival) order, with
 //     concurrency.Mutex.
+//   - The lease is renewed every sixth of its TTL, each renewal on a stream
+//     of its own (a member that does not answer holds up one renewal, not
+//     the next), and the time each renewal that etcd confirmed was sent is
+//     kept: etcd cannot let the lease expire before that time plus the TTL.
 //   - The record is the lock file's (pid, acquiredAt, owner, slug, token,
 //     host, ...), plus since (when the waiter arrived), so status and clear
 //     work as for files.
 //   - A holder that dies stops renewing its lease; etcd deletes its key when
 //     the lease expires and the next waiter proceeds.
 //   - A holder that loses etcd cannot renew its lease either: it declares
-//     the lock lost (Lost) when its session ends, when its key is deleted,
-//     or — before the lease can expire — when etcd has not confirmed the
-//     lease for two thirds of its TTL.
+//     the lock lost (Lost) when etcd says its lease is gone, when its key
+//     is deleted, or — before the lease can expire — two thirds of the TTL
+//     after the last renewal etcd confirmed was sent.
+//   - A waiter whose lease is gone (it expired while etcd was away) queues
+//     again at the back, with a new client and lease, after a pause that
+//     doubles up to a second.
 //
 // Linking this package adds the etcd client (gRPC, protobuf) and its
 // start-up cost to a program; gpuexec keeps it in the helper program
@@ -40,10 +47,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -66,10 +75,11 @@ var _ lock.Backend = Backend{}
 // Bounds on single etcd calls that must not hang while etcd is away (the
 // client waits for a connection as long as its context lets it).
 const (
-	callWait    = 5 * time.Second // a release, a record update
-	cancelWait  = 3 * time.Second // a waiter's clean-up after it gave up
-	retryPause  = time.Second     // between tries after an etcd error while waiting
-	listTimeout = 2 * time.Second // the listing behind a waiting line
+	callWait    = 5 * time.Second        // a release, a record update
+	cancelWait  = 3 * time.Second        // a waiter's clean-up after it gave up
+	firstRetry  = 100 * time.Millisecond // the first pause before queueing again after an error
+	retryPause  = time.Second            // the longest: the pause doubles up to it
+	listTimeout = 2 * time.Second        // the listing behind a waiting line
 )
 
 // record is what a waiter's or holder's key holds: the lock file's record
@@ -247,17 +257,19 @@ func (r record) encode() string {
 	return string(b)
 }
 
-// place is one session's place in the queue: its lease, key and mutex.
+// place is one waiter's place in the queue: its lease (renewed by its
+// keeper), key and mutex.
 type place struct {
-	c    *conn
-	sess *concurrency.Session
-	m    *concurrency.Mutex
-	key  string
-	rev  int64 // the key's create revision
-	rec  record
+	c   *conn
+	k   *keeper
+	m   *concurrency.Mutex
+	key string
+	rev int64 // the key's create revision
+	rec record
 }
 
-// join opens a session and puts this waiter's record under its key.
+// join is granted a lease, starts renewing it and puts this waiter's
+// record under its key.
 func (b Backend) join(ctx context.Context, c *conn, o lock.Options) (*place, error) {
 	rec, err := b.newRecord(o)
 	if err != nil {
@@ -265,21 +277,25 @@ func (b Backend) join(ctx context.Context, c *conn, o lock.Options) (*place, err
 	}
 	gctx, cancel := context.WithTimeout(ctx, c.u.DialTimeout)
 	defer cancel()
+	sent := time.Now()
 	lease, err := c.cli.Grant(gctx, int64(c.u.TTL/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("etcd lock: granting a lease: %w", err)
 	}
-	// The session keeps the lease alive until Orphan or Close, whatever
-	// ctx does.
-	sess, err := concurrency.NewSession(c.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(c.u.TTL/time.Second)))
+	k := keep(c.cli, lease.ID, sent, time.Duration(lease.TTL)*time.Second)
+	// The mutex needs a session of the lease; the keeper, not the
+	// session, renews it.
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithLease(lease.ID))
 	if err != nil {
+		k.stop()
 		return nil, fmt.Errorf("etcd lock: session: %w", err)
 	}
-	p := &place{c: c, sess: sess, m: concurrency.NewMutex(sess, c.u.Key), rec: rec}
-	p.key = fmt.Sprintf("%s%x", c.prefix(), sess.Lease())
+	sess.Orphan()
+	p := &place{c: c, k: k, m: concurrency.NewMutex(sess, c.u.Key), rec: rec}
+	p.key = fmt.Sprintf("%s%x", c.prefix(), lease.ID)
 	resp, err := c.cli.Txn(gctx).
 		If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", 0)).
-		Then(clientv3.OpPut(p.key, rec.encode(), clientv3.WithLease(sess.Lease()))).
+		Then(clientv3.OpPut(p.key, rec.encode(), clientv3.WithLease(lease.ID))).
 		Commit()
 	if err != nil {
 		p.leave()
@@ -293,13 +309,120 @@ func (b Backend) join(ctx context.Context, c *conn, o lock.Options) (*place, err
 	return p, nil
 }
 
-// leave gives up the place: the lease is revoked (deleting the key) if
-// etcd answers soon; else it expires by itself.
+// leave gives up the place: renewals stop and the lease is revoked
+// (deleting the key) if etcd answers soon; else it expires by itself.
 func (p *place) leave() {
-	p.sess.Orphan()
+	p.k.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
 	defer cancel()
-	p.c.cli.Revoke(ctx, p.sess.Lease())
+	p.c.cli.Revoke(ctx, p.k.id)
+}
+
+// keeper renews a lease every sixth of its TTL until stopped, and keeps
+// the time the last renewal etcd confirmed was sent. etcd's leader renews
+// a lease when the renewal reaches it, to expire TTL later; so the lease
+// cannot expire before that sending time plus the TTL, whatever became of
+// the answers and renewals after it.
+type keeper struct {
+	cli   *clientv3.Client
+	id    clientv3.LeaseID
+	every time.Duration
+
+	mu    sync.Mutex
+	sent  time.Time     // when the last renewal etcd confirmed was sent
+	grant time.Duration // the TTL etcd confirmed with it
+
+	renewed chan struct{} // a token after each confirmed renewal
+	gone    chan struct{} // closed when etcd says the lease does not exist
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// keep starts renewing lease id, granted (or last renewed) with TTL grant
+// by a request sent at sent.
+func keep(cli *clientv3.Client, id clientv3.LeaseID, sent time.Time, grant time.Duration) *keeper {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &keeper{cli: cli, id: id, every: max(grant/6, 100*time.Millisecond), sent: sent, grant: grant,
+		renewed: make(chan struct{}, 1), gone: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	go k.run(ctx)
+	return k
+}
+
+// confirmed is when the last renewal etcd confirmed was sent, and its TTL.
+func (k *keeper) confirmed() (time.Time, time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sent, k.grant
+}
+
+// stopAt is the latest time a holder may still use the lock: two thirds of
+// the TTL after the last renewal etcd confirmed was sent, a third of the
+// TTL before etcd may let the lease expire.
+func (k *keeper) stopAt() time.Time {
+	sent, grant := k.confirmed()
+	return sent.Add(grant - grant/3)
+}
+
+func (k *keeper) stop() {
+	k.cancel()
+	<-k.done
+}
+
+func (k *keeper) run(ctx context.Context) {
+	defer close(k.done)
+	sent, _ := k.confirmed()
+	next := sent.Add(k.every)
+	for {
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		ttl, err := k.renewOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && ttl <= 0:
+			close(k.gone)
+			return
+		case err == nil:
+			k.mu.Lock()
+			k.sent, k.grant = start, time.Duration(ttl)*time.Second
+			k.mu.Unlock()
+			select {
+			case k.renewed <- struct{}{}:
+			default:
+			}
+			next = start.Add(k.every)
+		default:
+			// Not answered in time, or refused: try again soon, on a
+			// new stream (perhaps through another member).
+			next = start.Add(max(k.every/4, 50*time.Millisecond))
+		}
+	}
+}
+
+// renewOnce renews the lease once on a stream of its own, waiting at most
+// every: the lease's TTL, 0 if etcd says it does not exist.
+func (k *keeper) renewOnce(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.every)
+	defer cancel()
+	stream, err := pb.NewLeaseClient(k.cli.ActiveConnection()).LeaseKeepAlive(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return 0, err
+	}
+	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(k.id)}); err != nil {
+		return 0, err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return 0, err
+	}
+	stream.CloseSend()
+	return resp.TTL, nil
 }
 
 // held turns the place into a held lock: the record gets acquiredAt.
@@ -311,7 +434,7 @@ func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
 		var resp *clientv3.TxnResponse
 		resp, err = p.c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", p.rev)).
-			Then(clientv3.OpPut(p.key, p.rec.encode(), clientv3.WithLease(p.sess.Lease()))).
+			Then(clientv3.OpPut(p.key, p.rec.encode(), clientv3.WithLease(p.k.id))).
 			Commit()
 		cancel()
 		if err == nil && !resp.Succeeded {
@@ -332,16 +455,18 @@ func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
 	return h, nil
 }
 
-// errPlaceLost says this waiter's key went away (its lease expired while
-// etcd was away, or someone cleared it).
+// errPlaceLost says this waiter's key or lease went away (its lease
+// expired while etcd was away, or someone cleared it).
 var errPlaceLost = errors.New("this waiter's key is gone")
 
 // Acquire queues for the lock until it holds it or ctx ends (a
 // *lock.WaitError). It logs the holder and this waiter's position every
 // Options.Report. A waiter that loses its place (its lease expired while
-// etcd was away) queues again at the back; other etcd errors while waiting
-// are retried. Only an etcd that cannot be reached at all at the start
-// fails at once (lock.ErrUnreachable).
+// etcd was away) queues again at the back, with a new client and lease;
+// other etcd errors while waiting are retried. Either is logged once per
+// Options.Report at most, and the pause before the next try doubles from
+// 100 ms up to a second. Only an etcd that cannot be reached at all at
+// the start fails at once (lock.ErrUnreachable).
 func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
 	o = withDefaults(o)
 	c, err := dial(o)
@@ -350,23 +475,25 @@ func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, erro
 	}
 	start := time.Now()
 	var seen *lock.Status
-	var nextWarn time.Time
+	var nextLost, nextErr time.Time
+	pause := firstRetry
 	for {
+		tried := time.Now()
 		if c == nil {
-			// The last place was given up by closing the client.
+			// The last client was closed: a place lost, or given up
+			// while etcd did not answer.
 			c, err = dial(o)
 		}
-		if err == nil {
+		if c != nil {
 			var h *Held
 			if h, err = b.wait(ctx, c, o, start, &seen); err == nil {
 				return h, nil
 			}
+			if c.isClosed() {
+				c = nil
+			}
 		}
-		if c != nil && c.isClosed() {
-			c = nil
-		}
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			if c != nil {
 				// Who is in the way now, not at the last report.
 				if st := holderSeen(c); st != nil {
@@ -375,22 +502,35 @@ func (b Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, erro
 				c.close()
 			}
 			return nil, &lock.WaitError{Seen: []*lock.Status{seen}, Waited: time.Since(start), Err: ctx.Err()}
-		case errors.Is(err, errPlaceLost) || errors.Is(err, concurrency.ErrSessionExpired):
-			o.Logger.Warn("this waiter's place in the etcd queue was lost (its lease expired while etcd was away?); queueing again at the back", "path", o.Path)
-		default:
-			// etcd away while waiting: keep trying until ctx ends,
-			// saying so at most once per report interval.
-			if now := time.Now(); !now.Before(nextWarn) {
-				o.Logger.Warn("etcd error while waiting for the GPU lock; still trying", "path", o.Path, "error", err)
-				nextWarn = now.Add(o.Report)
-			}
-			t := time.NewTimer(retryPause)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
 		}
+		now := time.Now()
+		if errors.Is(err, errPlaceLost) || errors.Is(err, concurrency.ErrSessionExpired) {
+			// A new client too: the old one's streams may hang on a
+			// member that does not answer.
+			if c != nil {
+				c.close()
+				c = nil
+			}
+			if !now.Before(nextLost) {
+				o.Logger.Warn("this waiter's place in the etcd queue was lost (its lease expired while etcd was away?); queueing again at the back", "path", o.Path)
+				nextLost = now.Add(o.Report)
+			}
+		} else if !now.Before(nextErr) {
+			// etcd away while waiting: keep trying until ctx ends.
+			o.Logger.Warn("etcd error while waiting for the GPU lock; still trying", "path", o.Path, "error", err)
+			nextErr = now.Add(o.Report)
+		}
+		if now.Sub(tried) > retryPause {
+			// That try was long: no hurry to slow down.
+			pause = firstRetry
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		pause = min(2*pause, retryPause)
 	}
 }
 
@@ -416,7 +556,7 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 		case <-locked:
 			p.leave()
 		case <-t.C:
-			p.sess.Orphan()
+			p.k.stop()
 			c.close()
 			<-locked
 		}
@@ -435,7 +575,7 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 				p.leave()
 			}
 			return h, err
-		case <-p.sess.Done():
+		case <-p.k.gone:
 			giveUp()
 			return nil, errPlaceLost
 		case <-ctx.Done():
@@ -660,8 +800,8 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 	return st, nil
 }
 
-// Held is a held etcd lock. Its session keeps the lease alive until
-// Release. Its methods are safe for concurrent use.
+// Held is a held etcd lock. Its lease is renewed until Release. Its
+// methods are safe for concurrent use.
 type Held struct {
 	p *place
 	o lock.Options
@@ -689,9 +829,11 @@ func (h *Held) Info() lock.Info {
 	return h.p.rec.Info
 }
 
-// Lost is closed when the lock may no longer be ours: the session ended,
-// the key was deleted, or etcd has not confirmed the lease for two thirds
-// of its TTL (so that the job can be stopped before the lease can expire).
+// Lost is closed when the lock may no longer be ours: etcd says the lease
+// is gone, the key was deleted, or two thirds of the TTL have passed since
+// the last renewal etcd confirmed was sent — a third of the TTL before
+// etcd may let the lease expire and give the lock to the next waiter, so
+// that the job can be stopped first.
 func (h *Held) Lost() <-chan struct{} { return h.lost.Lost() }
 
 // LostReason says why Lost was closed; nil while it is not.
@@ -701,42 +843,34 @@ func (h *Held) markLost(why error) {
 	h.lost.Mark(why, func() { h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why) })
 }
 
-// monitor watches the session, the lease's renewals and the key until
-// Release, closing ready once it watches.
+// monitor watches the lease's renewals and the key until Release, closing
+// ready once it watches.
 func (h *Held) monitor(ready chan<- struct{}) {
 	defer close(h.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cli, lease, ttl := h.p.c.cli, h.p.sess.Lease(), h.p.c.u.TTL
-	margin := ttl / 3
-	ka, err := cli.KeepAlive(ctx, lease)
+	cli, k := h.p.c.cli, h.p.k
 	wch := cli.Watch(ctx, h.p.key, clientv3.WithRev(h.p.rev+1), clientv3.WithFilterPut())
 	close(ready)
-	if err != nil {
-		h.markLost(fmt.Errorf("etcd no longer keeps the lock's lease alive: %w", err))
-		return
-	}
-	deadline := time.NewTimer(ttl - margin)
+	deadline := time.NewTimer(time.Until(k.stopAt()))
 	defer deadline.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
-		case <-h.p.sess.Done():
-			h.markLost(errors.New("the etcd session ended: its lease expired or was revoked"))
+		case <-k.gone:
+			h.markLost(errors.New("etcd says the lock's lease is gone: it expired or was revoked"))
 			return
-		case resp, ok := <-ka:
-			if !ok {
-				h.markLost(errors.New("etcd no longer keeps the lock's lease alive: it expired or was revoked"))
-				return
-			}
-			grant := time.Duration(resp.TTL) * time.Second
-			if grant <= 0 {
-				grant = ttl
-			}
-			deadline.Reset(grant - margin)
+		case <-k.renewed:
+			deadline.Reset(time.Until(k.stopAt()))
 		case <-deadline.C:
-			h.markLost(fmt.Errorf("etcd has not confirmed the lock's lease for %s (TTL %s): it may expire and another job take the lock", ttl-margin, ttl))
+			if stop := k.stopAt(); time.Now().Before(stop) {
+				deadline.Reset(time.Until(stop)) // renewed meanwhile
+				continue
+			}
+			sent, grant := k.confirmed()
+			h.markLost(fmt.Errorf("etcd has not confirmed a renewal of the lock's lease sent in the last %s (TTL %s): it may expire a third of the TTL from now and another job take the lock",
+				fmtAge(time.Since(sent)), grant))
 			return
 		case wr, ok := <-wch:
 			if !ok {
@@ -770,7 +904,9 @@ func (h *Held) monitor(ready chan<- struct{}) {
 }
 
 // RecordChild writes the job's process group into the record (childPgid),
-// if the key is still ours.
+// if the key is still ours. It gives up when the lock is lost: whoever
+// waits for it (the helper, before it passes the loss on) must not wait
+// for an etcd that does not answer.
 func (h *Held) RecordChild(pgid int) error {
 	h.mu.Lock()
 	rec := h.p.rec
@@ -778,9 +914,16 @@ func (h *Held) RecordChild(pgid int) error {
 	rec.ChildPGID = pgid
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
+	go func() {
+		select {
+		case <-h.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	resp, err := h.p.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.p.key), "=", h.p.rev)).
-		Then(clientv3.OpPut(h.p.key, rec.encode(), clientv3.WithLease(h.p.sess.Lease()))).
+		Then(clientv3.OpPut(h.p.key, rec.encode(), clientv3.WithLease(h.p.k.id))).
 		Commit()
 	switch {
 	case err != nil:
@@ -804,7 +947,7 @@ func (h *Held) Release() error {
 	close(h.stop)
 	<-h.done
 	defer h.p.c.close()
-	h.p.sess.Orphan()
+	h.p.k.stop()
 	wait := callWait
 	if h.lost.Reason() != nil {
 		// Most likely etcd is away: try no longer than a first contact.
@@ -820,7 +963,7 @@ func (h *Held) Release() error {
 		return fmt.Errorf("lock: release: %w (the lock frees itself when its lease expires, within %s)", err, h.p.c.u.TTL)
 	}
 	rctx, rcancel := context.WithTimeout(context.Background(), cancelWait)
-	h.p.c.cli.Revoke(rctx, h.p.sess.Lease())
+	h.p.c.cli.Revoke(rctx, h.p.k.id)
 	rcancel()
 	if !resp.Succeeded {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path)

@@ -581,7 +581,9 @@ func TestAuth(t *testing.T) {
 	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
 	os.WriteFile(good, []byte("s3cret\n"), 0o600)
 	os.WriteFile(bad, []byte("wrong\n"), 0o600)
-	h := acquire(t, lock.Options{Path: srv.URL("gpuexec/auth", "user=root&password-file="+good)})
+	// Renewals carry the credentials too: the lock outlives its TTL.
+	h := acquire(t, lock.Options{Path: srv.URL("gpuexec/auth", "ttl=2s&user=root&password-file="+good)})
+	testsupport.StillBlocked(t, 3*time.Second, "the holder lost the lock", func() bool { return h.(*Held).LostReason() != nil })
 	h.Release()
 	_, err := Backend{}.Inspect(lock.Options{Path: srv.URL("gpuexec/auth", "user=root&password-file="+bad+"&dial-timeout=2s")})
 	if err == nil || errors.Is(err, lock.ErrUnreachable) || !strings.Contains(err.Error(), "authentication failed") {
