@@ -56,7 +56,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	acquired := func(*Held) {
+	acquired := func() {
 		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
 			"waited", fmtAge(time.Since(start)))
 	}
@@ -64,11 +64,12 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	h, seen, err := attempt(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, &WaitError{Seen: lookNow(o, t), Waited: time.Since(start), Err: ctx.Err()}
+		seen, _ = inspectAll(o, t)
+		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
 	case err != nil:
 		return nil, err
 	case h != nil:
-		acquired(h)
+		acquired()
 		return h, nil
 	}
 	// Watch before the next look, so that no release goes unnoticed.
@@ -106,14 +107,14 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				if seen == nil {
-					seen = lookNow(o, t)
+					seen, _ = inspectAll(o, t)
 				}
 				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
 			}
 			return nil, err
 		}
 		if h != nil {
-			acquired(h)
+			acquired()
 			keep = h.retire(wk)
 			return h, nil
 		}
@@ -740,13 +741,16 @@ func newInfo(o Options) *Info {
 	}
 }
 
-// lookNow reads and judges t's locks without the guard, for a wait that
-// ended before a try saw them; a lock that cannot be read is left out.
-func lookNow(o Options, t target) []*Status {
+// inspectAll reads and judges t's locks without the guard, each named by
+// its device: for Inspect, and for a wait that ended before a try saw
+// them. One that cannot be read is left out and its error returned.
+func inspectAll(o Options, t target) ([]*Status, error) {
 	var seen []*Status
+	var errs []error
 	for i, p := range t.paths {
 		st, err := inspectOne(p, o.Stale)
 		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if t.names != nil {
@@ -754,7 +758,7 @@ func lookNow(o Options, t target) []*Status {
 		}
 		seen = append(seen, st)
 	}
-	return seen
+	return seen, errors.Join(errs...)
 }
 
 // inspectOne reads and judges the lock file at path, changing nothing.

@@ -402,15 +402,8 @@ func Inspect(o Options) (*Report, error) {
 		return nil, err
 	}
 	r := &Report{Path: o.Path, devices: t.names != nil}
-	for i, p := range t.paths {
-		st, err := inspectOne(p, o.Stale)
-		if err != nil {
-			return nil, explain(o.Path, err)
-		}
-		if t.names != nil {
-			st.Device = t.names[i]
-		}
-		r.Locks = append(r.Locks, st)
+	if r.Locks, err = inspectAll(o, t); err != nil {
+		return nil, explain(o.Path, err)
 	}
 	if r.Queue, err = readQueue(o.Path, t.paths); err != nil {
 		return nil, err
