@@ -64,9 +64,20 @@ func readTicket(path string) (ticketRecord, error) {
 		return rec, err
 	case len(b) > maxTicketSize:
 		return rec, fmt.Errorf("%s: larger than a ticket", path)
+	case len(b) == 0:
+		return rec, errEmptyTicket
 	}
 	return rec, json.Unmarshal(b, &rec)
 }
+
+// errEmptyTicket is a ticket with no record yet: its waiter creates it,
+// locks it and writes its record at once, so a reader may see it empty in
+// between.
+var errEmptyTicket = errors.New("ticket has no record yet")
+
+// ticketWriteGrace bounds how long Inspect reads a live, empty ticket
+// again before it shows the waiter without a name.
+const ticketWriteGrace = 100 * time.Millisecond
 
 // ticket is this process's place in the queue.
 type ticket struct {
@@ -346,11 +357,16 @@ func readQueue(anchor string, locks []string) ([]Waiter, error) {
 	pos := 0
 	for _, t := range tickets {
 		rec, err := readTicket(t.path)
+		alive := ticketAlive(t.path)
+		for end := time.Now().Add(ticketWriteGrace); alive && errors.Is(err, errEmptyTicket) && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+			rec, err = readTicket(t.path)
+		}
 		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names)) {
 			continue
 		}
 		w := Waiter{Seq: t.seq, PID: rec.PID, Owner: rec.Owner, Slug: rec.Slug, Host: rec.Host, Since: rec.Since,
-			Locks: rec.Locks, Alive: ticketAlive(t.path)}
+			Locks: rec.Locks, Alive: alive}
 		if w.Alive {
 			pos++
 			w.Position = pos

@@ -103,10 +103,12 @@ func recordPID() int {
 
 func run() int {
 	parent := os.Getppid()
-	say("start %d %d", *id, os.Getpid())
 	if *ignoreInt {
+		// Before "start": a test that sees "start" knows the signals
+		// are ignored from then on.
 		signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 	}
+	say("start %d %d", *id, os.Getpid())
 	if os.Getenv("GPUEXEC_LOCK_HELD") != "1" {
 		report("GPUEXEC_LOCK_HELD is %q, not 1", os.Getenv("GPUEXEC_LOCK_HELD"))
 		return 3
