@@ -80,8 +80,8 @@ func TestMixedWithSeed(t *testing.T) {
 	// The gpuexec contenders.
 	var (
 		next, ints, early, goDone atomic.Int64
-		mu                 sync.Mutex
-		failures           []string
+		mu                        sync.Mutex
+		failures                  []string
 	)
 	fail := func(format string, a ...any) {
 		mu.Lock()
