@@ -136,6 +136,18 @@ func TestVRAMWithGPUs(t *testing.T) {
 	}
 }
 
+// --wait 0 with a free lock but not the memory: deferred, saying why.
+func TestVRAMWaitZeroDefers(t *testing.T) {
+	_, lock := lockIn(t)
+	c := newCard(t, frame(rtx3080(9000)))
+	r := gx(t, c.env(role("exit")), "--lock", lock, "--vram", "2G", "--wait", "0", "--", helperBin, "0")
+	wantCode(t, r, 75)
+	if !strings.Contains(r.stderr, "not enough free video memory: needs 2.0 GiB on GPU 0: 1000 MiB free; not waiting (--wait 0): job deferred") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	wantNoLock(t, lock)
+}
+
 // Without --vram and without --gpus, a job runs no nvidia-smi on its way
 // to the start, and one that ends within a second none at all.
 func TestNoGPUFactsNoNvidiaSMI(t *testing.T) {
@@ -170,6 +182,7 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"no such GPU", frame(rtx3080(0)), []string{"--vram", "1G", "--gpus", "0,3"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "3" (it lists 0)`},
 		{"CUDA sees no GPU", frame(rtx3080(0)), []string{"--vram", "1G"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "7" (it lists 0)`},
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
+		{"vram with etcd", frame(rtx3080(0)), []string{"--vram", "1G", "--lock", "etcd://127.0.0.1:1/gpu"}, false, "--vram is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"},
 		{"gpus all with a failing driver", gputest.DriverGone, []string{"--gpus", "all"}, false, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: nvidia-smi failed: NVIDIA-SMI has failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,4 +366,3 @@ func (h *holder) readyPID(t *testing.T) string {
 	t.Fatal("no ready file")
 	return ""
 }
-
