@@ -172,7 +172,7 @@ func TestGPUFactsFailures(t *testing.T) {
 		stderr  string
 	}{
 		{"vram without nvidia-smi", frame(rtx3080(0)), []string{"--vram", "1G"}, true, "--vram needs nvidia-smi: no nvidia-smi found on PATH"},
-		{"vram with a missing --nvidia-smi", frame(rtx3080(0)), []string{"--vram", "1G", "--nvidia-smi", missing}, false, "--nvidia-smi \"" + missing},
+		{"vram with a missing --nvidia-smi", frame(rtx3080(0)), []string{"--vram", "1G", "--nvidia-smi", missing}, false, fmt.Sprintf("--nvidia-smi %q: no nvidia-smi found", missing)},
 		{"vram without a unit", frame(rtx3080(0)), []string{"--vram", "10"}, false, `--vram: "10" has no unit; use 10G, 512M or 12000MiB`},
 		{"vram of nothing", frame(rtx3080(0)), []string{"--vram", "0G"}, false, `--vram: "0G" is less than 1 MiB`},
 		{"driver gone", gputest.DriverGone, []string{"--vram", "1G"}, false, "--vram cannot be checked: nvidia-smi failed: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"},
@@ -182,6 +182,8 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"no such GPU", frame(rtx3080(0)), []string{"--vram", "1G", "--gpus", "0,3"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "3" (it lists 0)`},
 		{"CUDA sees no GPU", frame(rtx3080(0)), []string{"--vram", "1G"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "7" (it lists 0)`},
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
+		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 10.0 GiB in all"},
+		{"vram over every device's size", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID1, 0)}), []string{"--vram", "12000M", "--gpus", "all"}, false, "--vram 11.7 GiB can never be free: GPU 0 has 10.0 GiB, GPU 1 has 10.0 GiB in all"},
 		{"vram with etcd", frame(rtx3080(0)), []string{"--vram", "1G", "--lock", "etcd://127.0.0.1:1/gpu"}, false, "--vram is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"},
 		{"gpus all with a failing driver", gputest.DriverGone, []string{"--gpus", "all"}, false, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: nvidia-smi failed: NVIDIA-SMI has failed"},
 	} {

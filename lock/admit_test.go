@@ -129,8 +129,13 @@ func TestAdmitKeepsThePlace(t *testing.T) {
 	second.Slug = "second"
 
 	order := make(chan string, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait() // released before the folder is removed
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // first: a failed test's waiters give up
 	run := func(o Options) {
-		h, err := Acquire(context.Background(), o)
+		defer wg.Done()
+		h, err := Acquire(ctx, o)
 		if err != nil {
 			t.Error(err)
 			order <- "error"
@@ -139,6 +144,7 @@ func TestAdmitKeepsThePlace(t *testing.T) {
 		order <- o.Slug
 		h.Release()
 	}
+	wg.Add(2)
 	go run(first)
 	testsupport.Await(t, 20*time.Second, "the first waiter asked", func() bool { return a.calls.Load() >= 1 })
 	go run(second)

@@ -89,6 +89,8 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 	if len(names) == 0 {
 		return &lock.OptionError{Option: "vram", Problem: "cannot be checked: " + EnvCUDA + " is empty, so the job sees no GPU"}
 	}
+	fits := 0
+	var small []string
 	for _, name := range names {
 		d, ok := gpu.Find(devs, name)
 		if !ok {
@@ -97,6 +99,16 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 		if !d.Memory.Free.Known() {
 			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: GPU %d (%s) does not report its free memory", d.Index, d.Name)}
 		}
+		if d.Memory.Total.Known() && d.Memory.Total < cfg.VRAM {
+			small = append(small, fmt.Sprintf("GPU %d has %s", d.Index, d.Memory.Total))
+		} else {
+			fits++
+		}
+	}
+	// A job waits for one device of a device set, but for every device
+	// it sees without one.
+	if fits == 0 || (len(cfg.Lock.Devices) == 0 && len(small) > 0) {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s in all", cfg.VRAM, strings.Join(small, ", "))}
 	}
 	return nil
 }
