@@ -206,7 +206,9 @@ func TestShareOverBudget(t *testing.T) {
 			j := startShared(t, c, lock, args...)
 			awaitStarted(t, j)
 			c.set(rtx4090(4500, gputest.App{GPU: gputest.UUID0, PIDFile: j.ready, Name: "/usr/bin/python3", Used: "4000"}))
-			testsupport.Await(t, long, "the warning", func() bool { return strings.Contains(j.stderr(), "/greedy (pid ") && strings.Contains(j.stderr(), "over its budget of 2.0 GiB") })
+			testsupport.Await(t, long, "the warning", func() bool {
+				return strings.Contains(j.stderr(), "/greedy (pid ") && strings.Contains(j.stderr(), "over its budget of 2.0 GiB")
+			})
 			if enforce {
 				r := j.wait(t)
 				wantCode(t, r, 123)
@@ -247,4 +249,3 @@ func TestShareFlags(t *testing.T) {
 		}
 	}
 }
-
