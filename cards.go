@@ -22,6 +22,75 @@ func nvidiaSMIFlag() cli.Flag {
 		Usage: "the nvidia-smi to read the GPUs with (default: found on PATH, or where the driver installs it)"}
 }
 
+func shareFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "share", EnvVars: env("SHARE"),
+			Usage: "with --vram: run beside other --share jobs on the GPU while their budgets fit (the job's budget is --vram)"},
+		reserveFlag(),
+		&cli.BoolFlag{Name: "vram-enforce", EnvVars: env("VRAM_ENFORCE"),
+			Usage: "with --share: stop the job (exit 123) when it uses more video memory than its budget"},
+	}
+}
+
+func reserveFlag() cli.Flag {
+	return &cli.StringFlag{Name: "reserve", EnvVars: env("RESERVE"),
+		Usage: "with --share: video memory sharers leave free on each GPU, `SIZE` (default: 5% of the GPU, at least 512M)"}
+}
+
+// reserveOf is --reserve in MiB (0: the default).
+func reserveOf(c *cli.Context) (gpu.MiB, error) {
+	v := c.String("reserve")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := gpu.ParseSize(v)
+	if err != nil {
+		return 0, failed("--reserve: %v", err)
+	}
+	return n, nil
+}
+
+// shareRooms adds to each shared lock's JSON object what is left to share
+// on its card ("budgetFreeMiB"), and returns the human lines, where the
+// card the lock stands for is known: a device's lock, or the one card of
+// a single lock.
+func shareRooms(r *lock.Report, m map[string]any, cards []gpu.Card, reserve gpu.MiB) []string {
+	var lines []string
+	var objs []map[string]any
+	if devs, ok := m["devices"].([]map[string]any); ok {
+		objs = devs
+	} else {
+		objs = []map[string]any{m}
+	}
+	for i, st := range r.Locks {
+		if st.Info == nil || !st.Info.Share || st.State != lock.StateHeld {
+			continue
+		}
+		var card *gpu.Card
+		for k := range cards {
+			if st.Device == "" && len(cards) == 1 || st.Device != "" && (strconv.Itoa(cards[k].Index) == st.Device || cards[k].UUID == st.Device) {
+				card = &cards[k]
+			}
+		}
+		if card == nil {
+			continue
+		}
+		ps := make([]gpu.Process, len(card.Processes))
+		for k, p := range card.Processes {
+			ps[k] = p.Process
+		}
+		room, known := supervisor.ShareRoom(card.Device, st.Sharers, ps, reserve)
+		if i < len(objs) && known {
+			objs[i]["budgetFreeMiB"] = int64(room)
+		}
+		if known {
+			used, _ := lock.Budget(st.Sharers)
+			lines = append(lines, fmt.Sprintf("GPU %d shared: %s of budgets, %s left to share", card.Index, gpu.MiB(used), max(room, 0)))
+		}
+	}
+	return lines
+}
+
 func vramFlag() cli.Flag {
 	return &cli.StringFlag{Name: "vram", EnvVars: env("VRAM"),
 		Usage: "start only when the GPU has this much free video memory, as nvidia-smi reports it: `SIZE` such as 10G, 512M or 12000MiB"}

@@ -158,7 +158,7 @@ func optionFailed(err error) error {
 }
 
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		lockFlag(),
 		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
 		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
@@ -173,13 +173,14 @@ func runFlags() []cli.Flag {
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
 		vramFlag(), nvidiaSMIFlag(),
+	}, append(shareFlags(), []cli.Flag{
 		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
 		&cli.IntFlag{Name: "log-max-age", Value: 30, EnvVars: env("LOG_MAX_AGE"), Usage: "delete rotated --log files older than this many `DAYS` (0 keeps all)"},
 		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "trace, debug, info, warn, error or off"},
-	}
+	}...)...)
 }
 
 func newApp(child []string, stdout, stderr io.Writer) *cli.App {
@@ -216,7 +217,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Name:  "status",
 				Usage: "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Flags: []cli.Flag{
-					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), reserveFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				},
 				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
@@ -330,6 +331,10 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	reserve, err := reserveOf(c)
+	if err != nil {
+		return err
+	}
 	cfg := supervisor.Config{
 		Lock:           o,
 		Wait:           c.Duration("wait"),
@@ -340,6 +345,9 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		SoleJob:        true,
 		VRAM:           vram,
 		GPU:            src,
+		Share:          c.Bool("share"),
+		Reserve:        reserve,
+		VRAMEnforce:    c.Bool("vram-enforce"),
 	}
 	if err := cfg.Validate(); err != nil {
 		return optionFailed(err)
@@ -439,8 +447,13 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if errors.As(gerr, &ec) {
 		return gerr
 	}
+	reserve, err := reserveOf(c)
+	if err != nil {
+		return err
+	}
+	m := r.JSON()
+	rooms := shareRooms(r, m, cards, reserve)
 	if c.Bool("json") {
-		m := r.JSON()
 		switch {
 		case gerr != nil:
 			m["gpusError"] = gerr.Error()
@@ -451,6 +464,9 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, r.Describe())
 	printCards(stdout, cards, gerr)
+	for _, l := range rooms {
+		fmt.Fprintln(stdout, l)
+	}
 	return nil
 }
 

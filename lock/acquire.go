@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,9 @@ type place struct {
 	refused  []int
 	admitted []bool
 	why      string
+	// admittedWith are, per lock, the sharers' budgets Admit was told
+	// of (Options.AdmitShare).
+	admittedWith []int64
 }
 
 func (pl *place) seq() uint64 {
@@ -558,18 +562,23 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		}
 		var free []int
 		for i, st := range seen {
-			if st.State == StateFree {
+			if st.State == StateFree || (o.ShareMiB > 0 && joinable(st)) {
 				free = append(free, i)
 			}
 		}
-		if o.Admit != nil && before <= pl.pass {
-			free = pl.admit(free)
+		if (o.Admit != nil || o.ShareMiB > 0) && before <= pl.pass {
+			free = pl.admit(o, free, seen)
 		}
 		if before > pl.pass || len(free) < t.need {
 			releaseGuards(guards)
 			return nil, seen, nil
 		}
-		h, err := create(o, t, free[:t.need])
+		// A sharer joins shared devices before it takes a free one:
+		// sharers pack, leaving whole devices for those who need one.
+		slices.SortStableFunc(free, func(a, b int) int {
+			return boolRank(seen[b].State != StateFree) - boolRank(seen[a].State != StateFree)
+		})
+		h, err := create(o, t, free[:t.need], seen)
 		releaseGuards(guards)
 		if errors.Is(err, os.ErrExist) {
 			continue // someone outside the queue (the Node tool) was faster
@@ -632,10 +641,16 @@ func releaseGuards(guards []*guard) {
 // create takes the locks t.paths[idx...], all or none: for each, the
 // liveness lock, then the record. Call with every guard held and the locks
 // settled free.
-func create(o Options, t target, idx []int) (*Held, error) {
+func create(o Options, t target, idx []int, seen []*Status) (*Held, error) {
 	h := &Held{o: o, lost: lost.New()}
 	for _, i := range idx {
-		l, err := createOne(o, t.paths[i], h.lost)
+		var l *fileLock
+		var err error
+		if o.ShareMiB > 0 && seen[i].State != StateFree {
+			l, err = joinOne(o, seen[i], h.lost)
+		} else {
+			l, err = createOne(o, t.paths[i], h.lost)
+		}
 		if err != nil {
 			// Roll back under the guards the caller holds.
 			for _, got := range h.locks {
@@ -656,6 +671,14 @@ func create(o Options, t target, idx []int) (*Held, error) {
 // its record.
 func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 	info := newInfo(o)
+	if o.ShareMiB > 0 {
+		live, sh, err := createShared(o, path, info)
+		if err != nil {
+			return nil, err
+		}
+		o.Path = path
+		return newFileLock(o, info, live, sh, ls), nil
+	}
 	live, err := takeLive(path, info.Token)
 	if err != nil {
 		return nil, err
@@ -665,7 +688,26 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 		return nil, err
 	}
 	o.Path = path
-	return newFileLock(o, info, live, ls), nil
+	return newFileLock(o, info, live, nil, ls), nil
+}
+
+// joinOne joins, as a sharer, the shared lock seen as st (settled under
+// the guards held).
+func joinOne(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+	live, sh, err := joinShared(o, st)
+	if err != nil {
+		return nil, err
+	}
+	info := *st.Info
+	o.Path = st.Path
+	return newFileLock(o, &info, live, sh, ls), nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // refuseNonLock refuses, before anything is created beside it (the guard,
@@ -730,6 +772,9 @@ func settle(o Options, path string) (*Status, error) {
 		}
 		judge(st, time.Now(), o.Stale, osProber{lockPath: path})
 		if st.State == StateHeld {
+			if st.Info != nil && st.Info.Share {
+				st.Sharers = listSharers(path, true)
+			}
 			return st, nil
 		}
 		err = removeIfSame(path, st)
@@ -796,6 +841,9 @@ func inspectOne(path string, stale time.Duration) (*Status, error) {
 	}
 	if st.State != StateFree {
 		judge(st, time.Now(), stale, osProber{lockPath: path})
+		if st.State == StateHeld && st.Info != nil && st.Info.Share {
+			st.Sharers = listSharers(path, false)
+		}
 	} else if busy := findOrphan(path); busy != nil {
 		st = busy
 	}
@@ -863,7 +911,7 @@ const tendEvery = 500 * time.Millisecond
 // guard, and tries again with those admitted. pl.why keeps what Admit said
 // while it refuses.
 func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
-	pl.refused, pl.admitted = nil, nil
+	pl.refused, pl.admitted, pl.admittedWith = nil, nil, nil
 	h, seen, err := attempt(ctx, o, t, pl)
 	if err != nil || h != nil || len(pl.refused) == 0 {
 		if err == nil {
@@ -878,7 +926,19 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 		}
 	}
 	stop := pl.tend()
-	ok, why := o.Admit(ctx, names)
+	var ok []bool
+	var why string
+	pl.admittedWith = make([]int64, len(t.paths))
+	if o.ShareMiB > 0 {
+		cands := make([]Candidate, len(pl.refused))
+		for k, i := range pl.refused {
+			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers}
+			pl.admittedWith[i], _ = Budget(seen[i].Sharers)
+		}
+		ok, why = o.AdmitShare(ctx, cands)
+	} else {
+		ok, why = o.Admit(ctx, names)
+	}
 	stop()
 	if ctx.Err() != nil {
 		return nil, seen, ctx.Err()
@@ -900,7 +960,7 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 	}
 	pl.refused = nil
 	h, again, err := attempt(ctx, o, t, pl)
-	pl.admitted = nil
+	pl.admitted, pl.admittedWith = nil, nil
 	if again != nil {
 		seen = again
 	}
@@ -910,13 +970,20 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 	return h, seen, err
 }
 
-// admit keeps of the free locks those Admit let through for this try,
-// noting the others in pl.refused.
-func (pl *place) admit(free []int) []int {
+// admit keeps of the free locks (and, for a sharer, the shared ones) those
+// Admit let through for this try, noting the others in pl.refused. A shared
+// lock whose sharers' budgets grew since Admit was asked is asked about
+// again.
+func (pl *place) admit(o Options, free []int, seen []*Status) []int {
+	if o.ShareMiB > 0 && o.AdmitShare == nil {
+		return free
+	}
 	var ok []int
 	pl.refused = pl.refused[:0]
 	for _, i := range free {
-		if i < len(pl.admitted) && pl.admitted[i] {
+		used, known := Budget(seen[i].Sharers)
+		grew := !known || (i < len(pl.admittedWith) && used > pl.admittedWith[i])
+		if i < len(pl.admitted) && pl.admitted[i] && !grew {
 			ok = append(ok, i)
 		} else {
 			pl.refused = append(pl.refused, i)

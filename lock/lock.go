@@ -131,6 +131,27 @@ type Options struct {
 	// whether that device may be taken, and a line saying what is in the
 	// way, for the waiting line and WaitError.Why.
 	Admit func(ctx context.Context, devices []string) (ok []bool, why string)
+	// ShareMiB, when above 0, makes the holder a sharer with a budget of
+	// that many MiB of video memory: it may take a device whose lock is
+	// free, or join one held in shared mode by other sharers, and other
+	// sharers may join it; a holder without ShareMiB takes a device alone
+	// and never joins a shared lock. Sharers queue in the one queue, in
+	// arrival order with everyone else: a sharer behind a waiter that
+	// competes for the same device does not join a shared lock before
+	// that waiter is served. While any sharer (or its job) runs, the lock
+	// file holds one record in the seed's format with "share": true (see
+	// Info.Share), so that the seed's tool sees the device busy; it is
+	// removed when the last sharer leaves, or judged stale once none is
+	// alive (by the kernel's locks, never by a timer alone). Admit is not
+	// asked for sharers: AdmitShare is.
+	ShareMiB int64
+	// AdmitShare is Admit for a sharer: asked, as Admit is, with every
+	// device it could take now, free or held in shared mode, and the
+	// live sharers on each as read under the device's guard. A device
+	// whose sharers' budgets grew after the answer is asked about again
+	// before it is joined. Nil admits every candidate (the budgets are
+	// then recorded, not checked).
+	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
 }
 
 // Validate reports what is wrong with o's durations, names, devices and
@@ -332,6 +353,11 @@ type Info struct {
 	// any process of that group lives, the lock is alive even if gpuexec
 	// itself was killed.
 	ChildPGID int `json:"childPgid,omitempty"`
+	// Share marks a lock held in shared mode (Options.ShareMiB): the
+	// record names one of its sharers, each of which has a sidecar
+	// (see Status.Sharers). Readers that know nothing of it see a busy
+	// device, as they should.
+	Share bool `json:"share,omitempty"`
 }
 
 // State is what a lock file says about the lock.
@@ -372,6 +398,10 @@ type Status struct {
 	// Reason says why the lock is judged as it is: why it is stale, or what
 	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
 	Reason string `json:"reason,omitempty"`
+
+	// Sharers are the live sharers of a lock held in shared mode
+	// (Info.Share), with their budgets; nil otherwise.
+	Sharers []Sharer `json:"sharers,omitempty"`
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the
@@ -494,15 +524,32 @@ func (h *Held) Tokens() []string {
 }
 
 // LiveFiles are the open liveness files whose kernel locks mark this holder
-// alive, one per lock held. Pass them to the processes that do the guarded
+// alive: one per lock held, and for a sharer its sidecar too. Pass them to the processes that do the guarded
 // work (exec.Cmd.ExtraFiles on Unix) and the locks stay alive, even if this
 // process is killed, for as long as any of them runs. Do not close them.
 func (h *Held) LiveFiles() []*os.File {
-	out := make([]*os.File, len(h.locks))
-	for i, l := range h.locks {
-		out[i] = l.live.f
+	var out []*os.File
+	for _, l := range h.locks {
+		out = append(out, l.live.f)
+		if l.share != nil {
+			out = append(out, l.share.f)
+		}
 	}
 	return out
+}
+
+// NoteUse records, for a sharer (Options.ShareMiB), the video memory its job
+// was last measured using, and whether that is over its budget by more
+// than the caller allows, in its sidecar, where status shows it. It does
+// nothing for a holder that is not a sharer.
+func (h *Held) NoteUse(usedMiB int64, over bool) error {
+	var errs []error
+	for _, l := range h.locks {
+		if l.share != nil {
+			errs = append(errs, l.noteShare(func(s *Sharer) { s.UsedMiB, s.Over = usedMiB, over }))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Lost is closed when a lock held was found to be no longer ours (removed,
@@ -522,7 +569,9 @@ func (h *Held) LostReason() error { return h.lost.Reason() }
 func (h *Held) NoteChild(pgid int) error {
 	var errs []error
 	for _, l := range h.locks {
-		errs = append(errs, l.live.note(pgid))
+		if l.share == nil { // a shared liveness file is every sharer's
+			errs = append(errs, l.live.note(pgid))
+		}
 	}
 	return errors.Join(errs...)
 }

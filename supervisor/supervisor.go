@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -97,6 +98,20 @@ type Config struct {
 	// Env, or all). A job held up by memory keeps its place at the front
 	// of the queue. Needs GPU.
 	VRAM gpu.MiB
+	// Share makes the job a sharer with VRAM as its budget: it may run
+	// beside other sharers on a device while the sharers' budgets, the
+	// memory in use by anything else and VRAM fit in the device's total
+	// less Reserve (see lock.Options.ShareMiB for the queue and the lock
+	// file). While it runs its processes are measured every PeakEvery;
+	// one over its budget by more than the margin (see overLimit) is
+	// named in the log and in status. Needs VRAM and GPU.
+	Share bool
+	// Reserve is the memory of each device that sharers leave free; 0
+	// takes the default (see MinReserve).
+	Reserve gpu.MiB
+	// VRAMEnforce stops a sharer found over its budget as Timeout does
+	// (TERM, KillAfter, KILL); gpuexec then exits ExitOverBudget.
+	VRAMEnforce bool
 	// SoleJob says that this process starts no other children than the
 	// job's (the gpuexec command): every process it is left with once
 	// the job's command ends is then the job's, wherever it moved (a
@@ -156,7 +171,11 @@ func Run(ctx context.Context, cfg Config) int {
 		log.Info("the GPU lock is already held for this job by "+who+"; running the command at once (reentrant)",
 			"path", cfg.Lock.Path)
 	} else {
-		if cfg.VRAM > 0 {
+		switch {
+		case cfg.Share:
+			cfg.Lock.ShareMiB = int64(cfg.VRAM)
+			cfg.Lock.AdmitShare = newGate(cfg).admitShared
+		case cfg.VRAM > 0:
 			cfg.Lock.Admit = newGate(cfg).admit
 		}
 		if held, code = acquire(ctx, cfg); held == nil {
@@ -303,6 +322,9 @@ func childEnv(cfg Config, held holding) []string {
 		base = os.Environ()
 	}
 	set := append([]string{EnvLockHeld + "=1"}, held.env()...)
+	if cfg.VRAM > 0 {
+		set = append(set, EnvVRAM+"="+strconv.FormatInt(int64(cfg.VRAM), 10))
+	}
 	env := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
 		replaced := false
@@ -427,9 +449,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
 	rec := recordChild(held, grp.id(), RecordChildAfter, log)
-	pk := watchPeak(cfg.GPU, grp.id())
+	bc := newBudgetCheck(cfg, held)
+	pk := watchPeak(cfg.GPU, grp.id(), bc)
 
-	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
+	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost(), overC: bc.overC()}
 	res := w.run(ctx, done)
 	w.drain()
 	term.close()
@@ -441,6 +464,8 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		code = ExitTimeout
 	case w.lostStop:
 		code = ExitFailed
+	case w.overStop:
+		code = ExitOverBudget
 	}
 	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, pk.stop()...)...)
 	return code
@@ -496,6 +521,8 @@ type watch struct {
 	term  *terminal
 	log   hclog.Logger
 	lostC <-chan struct{}
+	// overC reports a sharer's job over its budget (budgetCheck).
+	overC <-chan gpu.MiB
 
 	termSent  bool
 	killAt    time.Time
@@ -503,6 +530,7 @@ type watch struct {
 	killed    bool
 	timedOut  bool
 	lostStop  bool
+	overStop  bool
 }
 
 // stop sends sig (the graceful stop) to the group and arms the kill timer
@@ -583,6 +611,14 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 			}
 			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
 			w.stop(sig)
+		case used := <-w.overC:
+			w.overC = nil
+			if !w.cfg.VRAMEnforce {
+				continue
+			}
+			w.overStop = true
+			w.log.Error("job is over its video memory budget; stopping it (--vram-enforce)", "used_mib", int64(used), "budget_mib", int64(w.cfg.VRAM))
+			w.stop(terminate)
 		case <-timeout:
 			timeout = nil
 			w.timedOut = true

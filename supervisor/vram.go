@@ -58,10 +58,20 @@ func (cfg Config) checkGPU() error {
 	switch {
 	case cfg.VRAM < 0:
 		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.VRAM)}
+	case cfg.Share && cfg.VRAM == 0:
+		return &lock.OptionError{Option: "share", Problem: "needs --vram SIZE, the job's budget"}
+	case cfg.VRAMEnforce && !cfg.Share:
+		return &lock.OptionError{Option: "vram-enforce", Problem: "checks a sharer's budget: it needs --share"}
+	case cfg.Reserve < 0:
+		return &lock.OptionError{Option: "reserve", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.Reserve)}
+	case cfg.Reserve > 0 && !cfg.Share:
+		return &lock.OptionError{Option: "reserve", Problem: "is what sharers leave free: it needs --share"}
 	case cfg.VRAM == 0:
 		return nil
 	case cfg.GPU == nil:
 		return &lock.OptionError{Option: "vram", Problem: "needs nvidia-smi, and none was found"}
+	case etcdurl.Is(cfg.Lock.Path) && cfg.Share:
+		return &lock.OptionError{Option: "share", Problem: "shares this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
 	case etcdurl.Is(cfg.Lock.Path):
 		return &lock.OptionError{Option: "vram", Problem: "is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
 	}
@@ -98,6 +108,13 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 		}
 		if !d.Memory.Free.Known() {
 			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: GPU %d (%s) does not report its free memory", d.Index, d.Name)}
+		}
+		if room := d.Memory.Total; cfg.Share && room.Known() {
+			room -= reserveOf(cfg.Reserve, room)
+			if room < cfg.VRAM {
+				small = append(small, fmt.Sprintf("GPU %d has %s to share (%s less the reserve)", d.Index, room, d.Memory.Total))
+				continue
+			}
 		}
 		if d.Memory.Total.Known() && d.Memory.Total < cfg.VRAM {
 			small = append(small, fmt.Sprintf("GPU %d has %s", d.Index, d.Memory.Total))
@@ -177,6 +194,8 @@ type gate struct {
 	visible []string
 	// lock is inspected to say which gpuexec job a process runs under.
 	lock lock.Options
+	// reserve is Config.Reserve, for sharers.
+	reserve gpu.MiB
 
 	mu       sync.Mutex
 	prev     []gpu.Device
@@ -187,7 +206,7 @@ type gate struct {
 }
 
 func newGate(cfg Config) *gate {
-	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock}
+	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, reserve: cfg.Reserve}
 }
 
 // admit is Options.Admit.
@@ -319,6 +338,14 @@ func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
 	if !etcdurl.Is(o.Path) {
 		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
 			for _, st := range r.Locks {
+				for _, s := range st.Sharers {
+					if s.PID > 0 && proc.SameHost(s.Host) {
+						jobs[s.PID] = gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
+						if s.ChildPGID > 0 {
+							groups[s.ChildPGID] = s.PID
+						}
+					}
+				}
 				if st.State == lock.StateFree || st.Info == nil || !proc.SameHost(st.Info.Host) {
 					continue
 				}
@@ -358,7 +385,7 @@ type peak struct {
 
 // watchPeak starts sampling for the job whose gpuexec is this process and
 // whose process group is pgid; nil without a source.
-func watchPeak(src gpu.Source, pgid int) *peak {
+func watchPeak(src gpu.Source, pgid int, bc *budgetCheck) *peak {
 	if src == nil {
 		return nil
 	}
@@ -390,7 +417,9 @@ func watchPeak(src gpu.Source, pgid int) *peak {
 			ps, err := src.Processes(ctx)
 			cancel()
 			if err == nil {
-				p.add(gpu.Attribute(ps, jobs, groups, ancestry{}), self)
+				if sum, known := p.add(gpu.Attribute(ps, jobs, groups, ancestry{}), self); known {
+					bc.reading(sum)
+				}
 			}
 			t.Reset(PeakEvery)
 		}
@@ -398,21 +427,23 @@ func watchPeak(src gpu.Source, pgid int) *peak {
 	return p
 }
 
-// add takes one reading: the sum of the job's processes' memory.
-func (p *peak) add(ps []gpu.Attributed, self int) {
-	var sum gpu.MiB
+// add takes one reading: the sum of the job's processes' memory (known
+// false when a process of the job was listed without its memory).
+func (p *peak) add(ps []gpu.Attributed, self int) (sum gpu.MiB, known bool) {
+	known = true
 	for _, a := range ps {
 		if a.Job == nil || a.Job.PID != self {
 			continue
 		}
 		if !a.Used.Known() {
-			p.unknown = true
+			p.unknown, known = true, false
 			continue
 		}
 		sum += a.Used
 	}
 	p.sampled = true
 	p.max = max(p.max, sum)
+	return sum, known
 }
 
 // stop ends the sampling and returns the fields for the "job exited" line:
