@@ -56,9 +56,12 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	acquired := func() {
-		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
-			"waited", fmtAge(time.Since(start)))
+	acquired := func(h *Held) {
+		f := []any{"path", o.Path, "waited", fmtAge(time.Since(start))}
+		if h.devices != nil {
+			f = append(f, "devices", strings.Join(h.devices, ","))
+		}
+		o.Logger.Info("acquired GPU lock", f...)
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
 	h, seen, err := attempt(ctx, o, t, pl)
@@ -69,7 +72,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	case err != nil:
 		return nil, err
 	case h != nil:
-		acquired()
+		acquired(h)
 		return h, nil
 	}
 	// Watch before the next look, so that no release goes unnoticed.
@@ -94,7 +97,8 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 
 	pl.queued = true
 	defer func() { pl.tk.drop() }()
-	var nextReport time.Time
+	rep := newReporter(ctx, o, t, pl, start)
+	defer rep.stop()
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
 	for {
@@ -114,16 +118,13 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			return nil, err
 		}
 		if h != nil {
-			acquired()
+			acquired(h)
 			keep = h.retire(wk)
 			return h, nil
 		}
-		if now := time.Now(); !now.Before(nextReport) {
-			o.Logger.Info(waitingLine(seen, pl.pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
-			nextReport = now.Add(o.Report)
-		}
+		rep.first(seen)
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pl, wk, poll) {
+		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) {
 			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)
@@ -166,8 +167,9 @@ const passCheck = time.Second
 // whatever the queue's length. The liveness probe (every livenessProbe)
 // remains for what cannot be watched: no watch at all, a holder without a
 // liveness file (the Node tool's), one whose liveness lock is free while
-// its job's process group still runs. It returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer) bool {
+// its job's process group still runs. The waiting line is logged when rep
+// says it is due, without a try. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, rep *reporter) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -229,6 +231,8 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 			}
 		case <-poll.C:
 			return true
+		case <-rep.C():
+			rep.report(nil)
 		case <-passC:
 			ok, next := pl.passHeads(time.Now())
 			if ok {
@@ -418,37 +422,6 @@ func holderGone(st *Status) bool {
 	return !proc.Alive(st.Info.PID)
 }
 
-// waitingLine is the line a waiter logs:
-// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)";
-// for several devices, each device's holder.
-func waitingLine(seen []*Status, pos int) string {
-	var s string
-	switch {
-	case len(seen) == 1 && seen[0] != nil && seen[0].State != StateFree:
-		s = "waiting for GPU lock: held by " + heldBy(seen[0])
-	case len(seen) > 1:
-		parts := make([]string, 0, len(seen))
-		for _, st := range seen {
-			if st == nil {
-				continue
-			}
-			name := filepath.Base(st.Path)
-			if st.State == StateFree {
-				parts = append(parts, name+" free")
-			} else {
-				parts = append(parts, name+" held by "+heldBy(st))
-			}
-		}
-		s = "waiting for GPU locks: " + strings.Join(parts, ", ")
-	default:
-		s = "waiting for GPU lock: free, but earlier arrivals go first"
-	}
-	if pos > 0 {
-		s += fmt.Sprintf(" (position %d in queue)", pos)
-	}
-	return s
-}
-
 // holders names who is in the way in seen, for messages (see
 // WaitError.Holders).
 func holders(seen []*Status) string {
@@ -470,21 +443,6 @@ func holders(seen []*Status) string {
 		parts = append(parts, "GPU "+st.Device+": "+who)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// heldBy is "channels/ep12 (pid 4242) since 20:18", with the reason when
-// the lock is odd.
-func heldBy(st *Status) string {
-	s := st.Holder()
-	if st.Info != nil {
-		if t := st.Info.Acquired(); !t.IsZero() {
-			s += " since " + t.Local().Format("15:04")
-		}
-	}
-	if st.Reason != "" {
-		s += " (" + st.Reason + ")"
-	}
-	return s
 }
 
 // errGuardStuck says the guard has been held for longer than any step
@@ -730,15 +688,20 @@ func findSelfStart() { selfStart, _ = proc.Start(os.Getpid()) }
 
 func newInfo(o Options) *Info {
 	selfStartOnce.Do(findSelfStart)
-	return &Info{
+	now := time.Now().UTC()
+	info := &Info{
 		PID:        os.Getpid(),
-		AcquiredAt: time.Now().UTC().Format(isoMillis),
+		AcquiredAt: now.Format(isoMillis),
 		Owner:      o.Owner,
 		Slug:       o.Slug,
 		Token:      newToken(),
 		Host:       proc.HostName(),
 		PIDStart:   selfStart,
 	}
+	if o.HoldLimit > 0 {
+		info.Deadline = now.Add(o.HoldLimit).Format(isoMillis)
+	}
+	return info
 }
 
 // inspectAll reads and judges t's locks without the guard, each named by
