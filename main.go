@@ -317,7 +317,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		o.Owner = lock.DefaultOwner()
 	}
 	if o.Slug == "" {
-		o.Slug = lock.SafeName(filepath.Base(argv[0]))
+		o.Slug = lock.SafeName(commandName(argv[0]))
 	}
 	cfg := supervisor.Config{
 		Lock:           o,
