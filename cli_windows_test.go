@@ -277,19 +277,3 @@ func TestCtrlCWhileRunningWindows(t *testing.T) {
 	wantNoLock(t, lock)
 	wantOnlyGuard(t, dir)
 }
-
-// Without --slug the job is named after its command, without the .exe
-// that only says it is a program: "gpuexec.test" for gpuexec.test.exe.
-func TestDefaultSlugWithoutExe(t *testing.T) {
-	t.Parallel()
-	_, lock := lockIn(t)
-	_, d := runDump(t, nil, t.TempDir(), []string{"--lock", lock})
-	var rec record
-	if err := json.Unmarshal([]byte(d.Record), &rec); err != nil {
-		t.Fatalf("the job saw no record (%s): %v", d.RecordErr, err)
-	}
-	base := filepath.Base(helperBin)
-	if want := strings.TrimSuffix(base, filepath.Ext(base)); rec.Slug != want || strings.HasSuffix(strings.ToLower(rec.Slug), ".exe") {
-		t.Errorf("slug %q for %s, want %q", rec.Slug, base, want)
-	}
-}
