@@ -16,11 +16,12 @@ import (
 	"testing"
 )
 
-// example reads a file of examples/, skipping where the repository is not
-// beside the test (a test binary run elsewhere, as under Wine).
+// example reads a file of examples/, in the repository at
+// $GPUEXEC_TEST_REPO (winetest/run sets it) or here, skipping where it is
+// not there (a test binary run elsewhere).
 func example(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("examples", filepath.FromSlash(name)))
+	b, err := os.ReadFile(filepath.Join(os.Getenv("GPUEXEC_TEST_REPO"), "examples", filepath.FromSlash(name)))
 	if err != nil {
 		if os.IsNotExist(err) {
 			t.Skipf("examples/%s is not here (the test binary runs outside the repository)", name)
