@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
@@ -109,6 +110,8 @@ type jobDump struct {
 }
 
 func TestMain(m *testing.M) {
+	// Run as nvidia-smi (the fake answers only nvidia-smi's queries).
+	gputest.Main()
 	if role := os.Getenv(roleEnv); role != "" {
 		fn, ok := helperRoles[role]
 		if !ok {

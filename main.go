@@ -117,7 +117,7 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64)"}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64; default: those nvidia-smi lists)"}
 }
 
 // devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
@@ -126,6 +126,9 @@ func devices(c *cli.Context) ([]string, error) {
 	list := c.String("gpus")
 	if list == "" {
 		return nil, nil
+	}
+	if list == "all" && !c.IsSet("gpu-count") {
+		return discovered(c)
 	}
 	if list == "all" && c.Int("gpu-count") <= 0 {
 		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
@@ -169,6 +172,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
+		vramFlag(), nvidiaSMIFlag(),
 		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated; several gpuexec processes may share one"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
@@ -213,7 +217,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Name:  "status",
 				Usage: "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Flags: []cli.Flag{
-					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				},
 				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
@@ -319,6 +323,14 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if o.Slug == "" {
 		o.Slug = lock.SafeName(commandName(argv[0]))
 	}
+	vram, err := vramOf(c)
+	if err != nil {
+		return err
+	}
+	src, err := gpuSource(c, vram)
+	if err != nil {
+		return err
+	}
 	cfg := supervisor.Config{
 		Lock:           o,
 		Wait:           c.Duration("wait"),
@@ -327,8 +339,13 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		KillAfter:      c.Duration("kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
+		VRAM:           vram,
+		GPU:            src,
 	}
 	if err := cfg.Validate(); err != nil {
+		return optionFailed(err)
+	}
+	if err := cfg.CheckGPUs(context.Background()); err != nil {
 		return optionFailed(err)
 	}
 	logger, closeLog, err := newLogger(c, stderr)
@@ -444,10 +461,23 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return failed("%v", err)
 	}
+	cards, gerr := statusCards(c, o)
+	var ec cli.ExitCoder
+	if errors.As(gerr, &ec) {
+		return gerr
+	}
 	if c.Bool("json") {
-		return printJSON(stdout, r.JSON())
+		m := r.JSON()
+		switch {
+		case gerr != nil:
+			m["gpusError"] = gerr.Error()
+		case cards != nil:
+			m["gpus"] = cards
+		}
+		return printJSON(stdout, m)
 	}
 	fmt.Fprintln(stdout, r.Describe())
+	printCards(stdout, cards, gerr)
 	return nil
 }
 

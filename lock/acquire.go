@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // The acquisition core: one path for a single lock and for a device set (a
@@ -37,6 +38,14 @@ type place struct {
 	// freeSince is when this waiter, behind the head, first found a
 	// lock it waits for free and not taken; zero when it did not.
 	freeSince time.Time
+	// With Options.Admit: refused are the free locks (indexes into the
+	// target's paths) the last try could have taken but for Admit, which
+	// is asked about them next; admitted are those Admit let through,
+	// for the next try only; why is what Admit said was in the way, until
+	// a try finds nothing to ask about.
+	refused  []int
+	admitted []bool
+	why      string
 }
 
 func (pl *place) seq() uint64 {
@@ -64,7 +73,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		o.Logger.Info("acquired GPU lock", f...)
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
-	h, seen, err := attempt(ctx, o, t, pl)
+	h, seen, err := attemptAdmitted(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectAll(o, t)
@@ -103,7 +112,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	defer poll.Stop()
 	for {
 		last := seen
-		h, seen, err = attempt(ctx, o, t, pl)
+		h, seen, err = attemptAdmitted(ctx, o, t, pl)
 		pl.pass = 0
 		if seen == nil {
 			seen = last // a try cut short by ctx saw nothing new
@@ -113,7 +122,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 				if seen == nil {
 					seen, _ = inspectAll(o, t)
 				}
-				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 			}
 			return nil, err
 		}
@@ -125,7 +134,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		rep.first(seen)
 		poll.Reset(o.Poll)
 		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) {
-			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)
 	}
@@ -180,6 +189,11 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	}
 	seq := pl.seq()
 	head := pl.pos <= 1 || seq == 0
+	if pl.why != "" {
+		// Free locks that Admit refused: ask again a moment later,
+		// tending the ticket so that those behind do not pass.
+		return pl.awaitAdmission(ctx, poll, rep)
+	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
 	if head {
@@ -321,6 +335,12 @@ func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
 		if fi, err := os.Stat(filepath.Dir(pl.q.anchor)); err == nil && fi.ModTime().Before(now) {
 			pl.freeSince = fi.ModTime()
 		}
+	}
+	// A head that leaves the lock free on purpose (Options.Admit refused
+	// it: not enough free video memory) tends its ticket: it is passed
+	// only a grace after its last touch, that is, once it stopped.
+	if tended := pl.tendedAhead(); tended.After(pl.freeSince) && !tended.After(now) {
+		pl.freeSince = tended
 	}
 	k := max(pl.pos-1, 1)
 	if at := pl.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
@@ -495,6 +515,9 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			if st.State == StateFree {
 				free = append(free, i)
 			}
+		}
+		if o.Admit != nil && before <= pl.pass {
+			free = pl.admit(free)
 		}
 		if before > pl.pass || len(free) < t.need {
 			releaseGuards(guards)
@@ -783,4 +806,151 @@ func clearOne(o Options, force bool) (*Status, error) {
 	}
 	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
+}
+
+// admitEvery is how often a caller whose free locks Options.Admit refused
+// asks again.
+const admitEvery = time.Second
+
+// tendEvery is how often such a caller touches its ticket while it asks
+// and between asks: well within headGrace, so that the waiters behind see
+// a head that waits on purpose, not one that stopped (see passHeads).
+const tendEvery = 500 * time.Millisecond
+
+// attemptAdmitted is attempt with Options.Admit: a try that found free
+// locks it could take but for Admit asks Admit about them, outside every
+// guard, and tries again with those admitted. pl.why keeps what Admit said
+// while it refuses.
+func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+	pl.refused, pl.admitted = nil, nil
+	h, seen, err := attempt(ctx, o, t, pl)
+	if err != nil || h != nil || len(pl.refused) == 0 {
+		if err == nil {
+			pl.why = ""
+		}
+		return h, seen, err
+	}
+	names := make([]string, len(pl.refused))
+	for k, i := range pl.refused {
+		if t.names != nil {
+			names[k] = t.names[i]
+		}
+	}
+	stop := pl.tend()
+	ok, why := o.Admit(ctx, names)
+	stop()
+	if ctx.Err() != nil {
+		return nil, seen, ctx.Err()
+	}
+	pl.admitted = make([]bool, len(t.paths))
+	n := 0
+	for k, i := range pl.refused {
+		if k < len(ok) && ok[k] {
+			pl.admitted[i] = true
+			n++
+		}
+	}
+	if n < len(pl.refused) && why == "" {
+		why = "a free GPU to be admitted"
+	}
+	pl.why = why
+	if n < t.need {
+		return nil, seen, nil
+	}
+	pl.refused = nil
+	h, again, err := attempt(ctx, o, t, pl)
+	pl.admitted = nil
+	if again != nil {
+		seen = again
+	}
+	if err == nil && (h != nil || len(pl.refused) == 0) {
+		pl.why = ""
+	}
+	return h, seen, err
+}
+
+// admit keeps of the free locks those Admit let through for this try,
+// noting the others in pl.refused.
+func (pl *place) admit(free []int) []int {
+	var ok []int
+	pl.refused = pl.refused[:0]
+	for _, i := range free {
+		if i < len(pl.admitted) && pl.admitted[i] {
+			ok = append(ok, i)
+		} else {
+			pl.refused = append(pl.refused, i)
+		}
+	}
+	return ok
+}
+
+// tend touches pl's ticket every tendEvery until the returned stop is
+// called (a no-op without a ticket).
+func (pl *place) tend() (stop func()) {
+	tk := pl.tk
+	if tk == nil {
+		return func() {}
+	}
+	osfile.Touch(tk.f, time.Now())
+	end, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(tendEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-end:
+				return
+			case now := <-t.C:
+				osfile.Touch(tk.f, now)
+			}
+		}
+	}()
+	return func() {
+		close(end)
+		<-done
+	}
+}
+
+// awaitAdmission is waitForChange for a caller whose free locks Admit
+// refused: it asks again after admitEvery (or at the poll), tending its
+// ticket meanwhile, and logs the waiting line when rep says it is due. It
+// returns false when ctx ends.
+func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter) bool {
+	stop := pl.tend()
+	defer stop()
+	t := time.NewTimer(admitEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-rep.C():
+			rep.report(nil)
+			continue
+		case <-t.C:
+		case <-poll.C:
+		}
+		return true
+	}
+}
+
+// tendedAhead is the latest time a live rival waiter ahead of pl touched
+// its ticket (zero when none is known).
+func (pl *place) tendedAhead() time.Time {
+	var latest time.Time
+	tickets, err := listTickets(pl.q.anchor)
+	if err != nil {
+		return latest
+	}
+	seq := pl.seq()
+	for _, t := range tickets {
+		if t.seq >= seq || !pl.q.rival(t) {
+			continue
+		}
+		if fi, err := os.Lstat(t.path); err == nil && fi.ModTime().After(latest) && ticketAlive(t.path) {
+			latest = fi.ModTime()
+		}
+	}
+	return latest
 }

@@ -126,6 +126,19 @@ type Options struct {
 	// carries the holder and the queue as fields too (see
 	// Status.WaitingLine). Nil logs nothing.
 	Logger hclog.Logger
+	// Admit, when set, is asked whether free locks may be taken now (the
+	// gpuexec command asks whether the device has the free video memory
+	// the job needs). A caller whose turn it is and that finds locks
+	// free calls it outside every guard with their device names (for a
+	// single lock, the one name ""), and takes only the devices it
+	// admits, in Devices' order. When too few are admitted the caller
+	// keeps its place at the front of the queue (those behind it do not
+	// pass it: it is not stopped, it waits), and asks again every
+	// second. Admit may take a while (a second or so: it samples the
+	// device) and must return when ctx ends. It returns, for each name,
+	// whether that device may be taken, and a line saying what is in the
+	// way, for the waiting line and WaitError.Why.
+	Admit func(ctx context.Context, devices []string) (ok []bool, why string)
 }
 
 // Validate reports what is wrong with o's durations, names, devices and
@@ -161,6 +174,10 @@ var (
 	// ErrHeld says a live holder has the lock: from Clear without force,
 	// and in the *WaitError of a TryAcquire that met contention.
 	ErrHeld = errors.New("lock: held by a live holder")
+	// ErrRefused is in the *WaitError of a TryAcquire that found the
+	// locks it needs free but Options.Admit did not admit enough of them
+	// (WaitError.Why says why).
+	ErrRefused = errors.New("lock: free, but not admitted")
 	// ErrNotLock is returned (wrapped in a *fs.PathError) when the file
 	// at the lock path is neither a lock record nor a partly written or
 	// damaged one: the lock path names some other file, which is never
@@ -188,7 +205,10 @@ type WaitError struct {
 	Seen []*Status
 	// Waited is how long the caller waited.
 	Waited time.Duration
-	Err    error
+	// Why is what Options.Admit last said kept free locks from being
+	// taken; empty when they were held.
+	Why string
+	Err error
 }
 
 // Holder is the first lock seen that is not free (nil when none was).
@@ -208,8 +228,13 @@ func (e *WaitError) Holder() *Status {
 func (e *WaitError) Holders() string { return holders(e.Seen) }
 
 func (e *WaitError) Error() string {
-	if errors.Is(e.Err, ErrHeld) {
+	switch {
+	case errors.Is(e.Err, ErrHeld):
 		return "lock: held by " + e.Holders()
+	case errors.Is(e.Err, ErrRefused):
+		return "lock: free but not admitted: waiting for " + e.Why
+	case e.Why != "":
+		return fmt.Sprintf("lock: gave up after %s: waiting for %s: %v", fmtAge(e.Waited), e.Why, e.Err)
 	}
 	return fmt.Sprintf("lock: gave up after %s: held by %s: %v", fmtAge(e.Waited), e.Holders(), e.Err)
 }
@@ -243,7 +268,8 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 
 // TryAcquire takes the lock (or Need of the devices) if it is free or stale
 // and no waiter is queued for it, without waiting. Contention is a
-// *WaitError wrapping ErrHeld, with the locks it saw.
+// *WaitError wrapping ErrHeld, with the locks it saw, or ErrRefused when
+// they were free but Options.Admit did not admit enough of them.
 func TryAcquire(o Options) (*Held, error) {
 	o, t, err := o.withDefaults()
 	if err != nil {
@@ -254,12 +280,15 @@ func TryAcquire(o Options) (*Held, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
-	h, seen, err := attempt(ctx, o, t, &place{q: newQueue(o.Path, t.paths)})
+	pl := &place{q: newQueue(o.Path, t.paths)}
+	h, seen, err := attemptAdmitted(ctx, o, t, pl)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, errGuardStuck(o.Path)
 	case err != nil:
 		return nil, explain(o.Path, err)
+	case h == nil && pl.why != "":
+		return nil, &WaitError{Seen: seen, Why: pl.why, Err: ErrRefused}
 	case h == nil:
 		return nil, &WaitError{Seen: seen, Err: ErrHeld}
 	}

@@ -83,6 +83,25 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 	default:
 		b.WriteString("waiting for GPU lock: free, but earlier arrivals go first")
 	}
+	tail, more := waitTail(w, now)
+	return b.String() + tail, append(fields, more...)
+}
+
+// admitLine is the waiting line, and its fields, of a waiter at the head
+// whose free locks Options.Admit refused for why: "waiting for 10.0 GiB on
+// GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under gpuexec;
+// position 1 of 2; waited 5m, defers in 2h25m".
+func admitLine(why string, w Waiting, now time.Time) (string, []any) {
+	tail, fields := waitTail(w, now)
+	return "waiting for " + why + tail, append([]any{"waiting-for", why}, fields...)
+}
+
+// waitTail is what every waiting line ends with: the position, the wait
+// so far and the time left ("; position 2 of 3; waited 5m, defers in
+// 2h25m"), and the same as fields.
+func waitTail(w Waiting, now time.Time) (string, []any) {
+	var b strings.Builder
+	var fields []any
 	if w.Position > 0 {
 		of := max(w.Of, w.Position)
 		fmt.Fprintf(&b, "; position %d of %d", w.Position, of)
@@ -209,7 +228,11 @@ func (r *reporter) report(seen []*Status) {
 	if pos == 0 {
 		pos, of = r.pl.pos, r.pl.pos
 	}
-	line, fields := waitingLine(seen, Waiting{Position: pos, Of: of, Waited: now.Sub(r.start), Until: r.until}, now)
+	w := Waiting{Position: pos, Of: of, Waited: now.Sub(r.start), Until: r.until}
+	line, fields := waitingLine(seen, w, now)
+	if r.pl.why != "" {
+		line, fields = admitLine(r.pl.why, w, now)
+	}
 	r.o.Logger.Info(line, append([]any{"path", r.o.Path}, fields...)...)
 }
 

@@ -116,6 +116,18 @@ func TestWaitingLine(t *testing.T) {
 	}
 }
 
+func TestAdmitLine(t *testing.T) {
+	now := time.Now()
+	why := "10.0 GiB on GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under gpuexec"
+	line, fields := admitLine(why, Waiting{Position: 1, Of: 2, Waited: 5 * time.Minute, Until: now.Add(2*time.Hour + 25*time.Minute)}, now)
+	if want := "waiting for " + why + "; position 1 of 2; waited 5m, defers in 2h25m"; line != want {
+		t.Errorf("line\n got %q\nwant %q", line, want)
+	}
+	if want := []any{"waiting-for", why, "position", 1, "queue-length", 2, "waited", "5m", "defers-in", "2h25m"}; !reflect.DeepEqual(fields, want) {
+		t.Errorf("fields\n got %v\nwant %v", fields, want)
+	}
+}
+
 // The deadline is an extra field of the record: one that is not a time is
 // no deadline, and the record is read all the same.
 func TestRecordDeadline(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -86,6 +87,18 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil logs nothing.
 	Logger hclog.Logger
+	// GPU is where facts about the cards come from (nvidia-smi); nil
+	// reads none. With it, the job's peak video memory is sampled while
+	// it runs (see PeakFirst) and is in the "job exited" line.
+	GPU gpu.Source
+	// VRAM is the free video memory the job needs before it starts; 0
+	// checks none. The job starts once it holds the lock of a device
+	// whose free memory (the smaller of two readings a moment apart) is
+	// at least VRAM: with Lock.Devices the first such device in queue
+	// order, else every device the job sees (CUDA_VISIBLE_DEVICES in
+	// Env, or all). A job held up by memory keeps its place at the front
+	// of the queue. Needs GPU.
+	VRAM gpu.MiB
 	// SoleJob says that this process starts no other children than the
 	// job's (the gpuexec command): every process it is left with once
 	// the job's command ends is then the job's, wherever it moved (a
@@ -116,6 +129,9 @@ func (cfg Config) Validate() error {
 			return &lock.OptionError{Option: d.name, Problem: fmt.Sprintf("must not be negative, got %s", d.v)}
 		}
 	}
+	if err := cfg.checkGPU(); err != nil {
+		return err
+	}
 	return cfg.backend().Check(cfg.Lock)
 }
 
@@ -144,8 +160,13 @@ func Run(ctx context.Context, cfg Config) int {
 	if reentrant {
 		log.Info("the GPU lock is already held for this job by "+who+"; running the command at once (reentrant)",
 			"path", cfg.Lock.Path)
-	} else if held, code = acquire(ctx, cfg); held == nil {
-		return code
+	} else {
+		if cfg.VRAM > 0 {
+			cfg.Lock.Admit = newGate(cfg).admit
+		}
+		if held, code = acquire(ctx, cfg); held == nil {
+			return code
+		}
 	}
 	// A signal that arrived as the lock was taken ends the job before it
 	// starts.
@@ -197,6 +218,9 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
 			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
 			return nil, ExitDeferred
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
+			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
 		case err != nil:
 			log.Error("cannot use the GPU lock", "error", err)
 			return nil, ExitFailed
@@ -238,6 +262,10 @@ wait:
 	switch {
 	case r.err == nil:
 		return r.held, 0
+	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded) && werr.Why != "":
+		log.Warn(fmt.Sprintf("gave up waiting for free video memory after %s: needs %s; job deferred",
+			werr.Waited.Round(time.Second), werr.Why), "path", cfg.Lock.Path)
+		return nil, ExitDeferred
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
 		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
 			werr.Waited.Round(time.Second), werr.Holders()), "path", cfg.Lock.Path)
@@ -404,6 +432,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
 	rec := recordChild(held, grp.id(), RecordChildAfter, log)
+	pk := watchPeak(cfg.GPU, grp.id())
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
 	res := w.run(ctx, done)
@@ -418,7 +447,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	case w.lostStop:
 		code = ExitFailed
 	}
-	log.Info("job exited", "status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String())
+	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, pk.stop()...)...)
 	return code
 }
 
