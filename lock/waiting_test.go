@@ -255,11 +255,20 @@ func TestReportPositionOfN(t *testing.T) {
 		wo.Poll, wo.Report, wo.Logger = time.Hour, 20*time.Millisecond, testlog.Logger(&w.logs)
 		var ctx context.Context
 		ctx, w.cancel = context.WithCancel(context.Background())
-		defer w.cancel()
 		go func() {
-			_, err := Acquire(ctx, wo)
+			h, err := Acquire(ctx, wo)
+			if err == nil {
+				// The holder let go as the test ended.
+				h.Release()
+			}
 			w.done <- err
 		}()
+		// Gone before the folder is removed (Windows removes no open
+		// ticket).
+		t.Cleanup(func() {
+			w.cancel()
+			<-w.done
+		})
 		// In arrival order: the next starts once this one is queued.
 		testsupport.Await(t, 20*time.Second, wo.Slug+" to queue", func() bool { return len(waitingLines(&w.logs)) > 0 })
 	}
@@ -273,6 +282,7 @@ func TestReportPositionOfN(t *testing.T) {
 	testsupport.Await(t, 20*time.Second, "w3 at 3 of 3", lastHas(ws[2], "; position 3 of 3;"))
 	ws[0].cancel()
 	<-ws[0].done
+	ws[0].done <- nil // for the cleanup
 	testsupport.Await(t, 20*time.Second, "w2 at 1 of 2", lastHas(ws[1], "; position 1 of 2;"))
 	testsupport.Await(t, 20*time.Second, "w3 at 2 of 2", lastHas(ws[2], "; position 2 of 2;"))
 }
