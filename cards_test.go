@@ -65,7 +65,7 @@ func TestVRAMWaitsForAForeignProcess(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	p := startProc(t, gpuexecCmd(c.env(role("cuda"), outEnv+"="+out),
 		"--lock", lock, "--vram", "4G", "--report", "1s", "--wait", "1m", "--", helperBin))
-	want := "waiting for 4.0 GiB on GPU 0: 1000 MiB free; pid 4711 python3 (8.6 GiB) not under gpuexec (position 1 in queue)"
+	want := "waiting for 4.0 GiB on GPU 0: 1000 MiB free; pid 4711 python3 (8.6 GiB) not under gpuexec; position 1 of 1; waited "
 	testsupport.Await(t, long, "the waiting line", func() bool { return strings.Contains(p.stderr(), want) })
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("the job started without the memory")

@@ -718,7 +718,8 @@ func TestJobSeesLockAndVerbatimArgv(t *testing.T) {
 // five fields with the seed's formats.
 func TestLockRecord(t *testing.T) {
 	t.Parallel()
-	jobName := filepath.Base(helperBin)
+	// The command's base name; on Windows without ".exe" (see commandName).
+	jobName := strings.TrimSuffix(filepath.Base(helperBin), ".exe")
 	cases := []struct {
 		name           string
 		env            []string

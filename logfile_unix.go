@@ -12,15 +12,16 @@ import (
 	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
-// logFile checks the --log file and returns the path to write it at.
-// lumberjack opens, rotates, creates and removes the log by path, following
-// links and waiting on FIFOs, so the path must be one that nobody else can
-// change: its folder is resolved as package safepath says (no folder on the
-// way, and no link followed, that another user could move or point
-// elsewhere), and nobody but its owner may write the log's own folder. The
-// file itself, if there, must be a regular file with no other name; it is
-// opened once now without following a link or waiting (O_NOFOLLOW,
-// O_NONBLOCK) to find out whether it can be written.
+// logFile checks the --log file and returns the path to write it at. The
+// log is opened, rotated, created and removed by path at every write
+// (package logfile, which follows no link and waits on no FIFO itself), so
+// the path must be one that nobody else can change: its folder is resolved
+// as package safepath says (no folder on the way, and no link followed,
+// that another user could move or point elsewhere), and nobody but its
+// owner may write the log's own folder. The file itself, if there, must be
+// a regular file with no other name; it is opened once now without
+// following a link or waiting (O_NOFOLLOW, O_NONBLOCK) to find out whether
+// it can be written.
 func logFile(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -27,10 +27,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/logfile"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 	"github.com/gpuexec/gpuexec/supervisor"
@@ -164,21 +164,22 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
 		&cli.DurationFlag{Name: "wait", Value: 150 * time.Minute, EnvVars: env("WAIT"), Usage: "longest time to queue for the lock; 0 tries once"},
 		&cli.DurationFlag{Name: "poll", Value: lock.DefaultPoll, EnvVars: env("POLL"), Usage: "how often a waiter re-checks the lock"},
-		&cli.DurationFlag{Name: "report", Value: lock.DefaultReport, EnvVars: env("REPORT"), Usage: "while waiting, log the holder this often"},
+		&cli.DurationFlag{Name: "report", Value: lock.DefaultReport, EnvVars: env("REPORT"), Usage: "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers"},
 		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
 		staleFlag(),
-		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none"},
+		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)"},
 		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "after SIGTERM, SIGKILL the command's group this much later"},
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
 		vramFlag(), nvidiaSMIFlag(),
 	}, append(shareFlags(), []cli.Flag{
-		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated"},
+		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated; several gpuexec processes may share one"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
 		&cli.IntFlag{Name: "log-max-age", Value: 30, EnvVars: env("LOG_MAX_AGE"), Usage: "delete rotated --log files older than this many `DAYS` (0 keeps all)"},
-		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "the log's format, on stderr and in the --log file: text, or json (one object a line)"},
+		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines, whatever --log-format"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "trace, debug, info, warn, error or off"},
 	}...)...)
 }
@@ -321,7 +322,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		o.Owner = lock.DefaultOwner()
 	}
 	if o.Slug == "" {
-		o.Slug = lock.SafeName(filepath.Base(argv[0]))
+		o.Slug = lock.SafeName(commandName(argv[0]))
 	}
 	vram, err := vramOf(c)
 	if err != nil {
@@ -360,8 +361,11 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
-	cfg.Lock.Logger = logger.Named("lock")
-	cfg.Logger = logger.Named("supervisor")
+	// Every line names the job, so that the lines of several jobs in one
+	// --log file or journal can be told apart.
+	job := logger.With(jobFields(o)...)
+	cfg.Lock.Logger = job.Named("lock")
+	cfg.Logger = job.Named("supervisor")
 	sigs, stop := signals.Notify()
 	defer stop()
 	cfg.Signals = sigs
@@ -371,20 +375,38 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	return nil
 }
 
-// newLogger builds the root logger: human lines on stderr and, with --log,
-// a lumberjack-rotated file (human or JSON) that gets the same lines.
+// jobFields are the fields every log line of the job carries: who runs it,
+// which job, this gpuexec's pid, and with --gpus the devices it may take
+// (the lines that take them say which).
+func jobFields(o lock.Options) []any {
+	f := []any{"owner", o.Owner, "slug", o.Slug, "gpuexec-pid", os.Getpid()}
+	if o.Devices != nil {
+		f = append(f, "gpus", strings.Join(o.Devices, ","))
+	}
+	return f
+}
+
+// newLogger builds the root logger: lines on stderr in --log-format and,
+// with --log, a file (in --log-format, or JSON with --log-json) that gets
+// the same lines, rotated by size. Several gpuexec processes may name the
+// same file: see package logfile.
 func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(), error) {
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
 		return nil, nil, failed("--log-level must be trace, debug, info, warn, error or off, got %q", c.String("log-level"))
 	}
+	format := c.String("log-format")
+	if format != "text" && format != "json" {
+		return nil, nil, failed("--log-format must be text or json, got %q", format)
+	}
 	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
-		Name:   "gpuexec",
-		Level:  level,
-		Output: stderr,
+		Name:       "gpuexec",
+		Level:      level,
+		Output:     stderr,
+		JSONFormat: format == "json",
 	})
-	file := c.String("log")
-	if file == "" {
+	path := c.String("log")
+	if path == "" {
 		return logger, func() {}, nil
 	}
 	for _, n := range []string{"log-max-size", "log-max-backups", "log-max-age"} {
@@ -392,26 +414,31 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 			return nil, nil, failed("--%s must not be negative, got %d", n, c.Int(n))
 		}
 	}
-	// lumberjack opens the file lazily and its errors would be lost in
-	// the logger: find out now whether the file can be written, and
-	// safely (see logFile).
-	file, err := logFile(file)
+	// The file's errors would be lost in the logger: find out now whether
+	// it can be written, and safely (see logFile).
+	path, err := logFile(path)
 	if err != nil {
 		return nil, nil, failed("--log: %v", err)
 	}
-	lj := &lumberjack.Logger{
-		Filename:   file,
-		MaxSize:    c.Int("log-max-size"),
+	maxSize := int64(c.Int("log-max-size"))
+	if maxSize == 0 {
+		maxSize = 100 // as lumberjack, which gpuexec used before, took 0
+	}
+	file, err := logfile.Open(path, logfile.Options{
+		MaxSize:    maxSize << 20,
 		MaxBackups: c.Int("log-max-backups"),
-		MaxAge:     c.Int("log-max-age"),
+		MaxAge:     time.Duration(c.Int("log-max-age")) * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, nil, failed("--log: %v", err)
 	}
 	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{
 		Name:       "gpuexec",
 		Level:      level,
-		Output:     lj,
-		JSONFormat: c.Bool("log-json"),
+		Output:     file,
+		JSONFormat: format == "json" || c.Bool("log-json"),
 	}))
-	return logger, func() { lj.Close() }, nil
+	return logger, func() { file.Close() }, nil
 }
 
 // lockCommand is the lock that status and clear act on, checked.

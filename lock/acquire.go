@@ -69,9 +69,12 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	acquired := func() {
-		o.Logger.Info("acquired GPU lock", "path", o.Path, "owner", o.Owner, "slug", o.Slug,
-			"waited", fmtAge(time.Since(start)))
+	acquired := func(h *Held) {
+		f := []any{"path", o.Path, "waited", fmtAge(time.Since(start))}
+		if h.devices != nil {
+			f = append(f, "devices", strings.Join(h.devices, ","))
+		}
+		o.Logger.Info("acquired GPU lock", f...)
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
 	h, seen, err := attemptAdmitted(ctx, o, t, pl)
@@ -82,7 +85,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	case err != nil:
 		return nil, err
 	case h != nil:
-		acquired()
+		acquired(h)
 		return h, nil
 	}
 	// Watch before the next look, so that no release goes unnoticed.
@@ -107,7 +110,8 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 
 	pl.queued = true
 	defer func() { pl.tk.drop() }()
-	var nextReport time.Time
+	rep := newReporter(ctx, o, t, pl, start)
+	defer rep.stop()
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
 	for {
@@ -127,20 +131,13 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			return nil, err
 		}
 		if h != nil {
-			acquired()
+			acquired(h)
 			keep = h.retire(wk)
 			return h, nil
 		}
-		if now := time.Now(); !now.Before(nextReport) {
-			line := waitingLine(seen, pl.pos)
-			if pl.why != "" {
-				line = admitLine(pl.why, pl.pos)
-			}
-			o.Logger.Info(line, "path", o.Path, "waited", fmtAge(now.Sub(start)))
-			nextReport = now.Add(o.Report)
-		}
+		rep.first(seen)
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pl, wk, poll) {
+		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) {
 			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)
@@ -183,8 +180,9 @@ const passCheck = time.Second
 // whatever the queue's length. The liveness probe (every livenessProbe)
 // remains for what cannot be watched: no watch at all, a holder without a
 // liveness file (the Node tool's), one whose liveness lock is free while
-// its job's process group still runs. It returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer) bool {
+// its job's process group still runs. The waiting line is logged when rep
+// says it is due, without a try. It returns false when ctx ends.
+func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, rep *reporter) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -198,7 +196,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	if pl.why != "" {
 		// Free locks that Admit refused: ask again a moment later,
 		// tending the ticket so that those behind do not pass.
-		return pl.awaitAdmission(ctx, poll)
+		return pl.awaitAdmission(ctx, poll, rep)
 	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
@@ -251,6 +249,8 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 			}
 		case <-poll.C:
 			return true
+		case <-rep.C():
+			rep.report(nil)
 		case <-passC:
 			ok, next := pl.passHeads(time.Now())
 			if ok {
@@ -446,37 +446,6 @@ func holderGone(st *Status) bool {
 	return !proc.Alive(st.Info.PID)
 }
 
-// waitingLine is the line a waiter logs:
-// "waiting for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in queue)";
-// for several devices, each device's holder.
-func waitingLine(seen []*Status, pos int) string {
-	var s string
-	switch {
-	case len(seen) == 1 && seen[0] != nil && seen[0].State != StateFree:
-		s = "waiting for GPU lock: held by " + heldBy(seen[0])
-	case len(seen) > 1:
-		parts := make([]string, 0, len(seen))
-		for _, st := range seen {
-			if st == nil {
-				continue
-			}
-			name := filepath.Base(st.Path)
-			if st.State == StateFree {
-				parts = append(parts, name+" free")
-			} else {
-				parts = append(parts, name+" held by "+heldBy(st))
-			}
-		}
-		s = "waiting for GPU locks: " + strings.Join(parts, ", ")
-	default:
-		s = "waiting for GPU lock: free, but earlier arrivals go first"
-	}
-	if pos > 0 {
-		s += fmt.Sprintf(" (position %d in queue)", pos)
-	}
-	return s
-}
-
 // holders names who is in the way in seen, for messages (see
 // WaitError.Holders).
 func holders(seen []*Status) string {
@@ -498,21 +467,6 @@ func holders(seen []*Status) string {
 		parts = append(parts, "GPU "+st.Device+": "+who)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// heldBy is "channels/ep12 (pid 4242) since 20:18", with the reason when
-// the lock is odd.
-func heldBy(st *Status) string {
-	s := st.Holder()
-	if st.Info != nil {
-		if t := st.Info.Acquired(); !t.IsZero() {
-			s += " since " + t.Local().Format("15:04")
-		}
-	}
-	if st.Reason != "" {
-		s += " (" + st.Reason + ")"
-	}
-	return s
 }
 
 // errGuardStuck says the guard has been held for longer than any step
@@ -802,15 +756,20 @@ func findSelfStart() { selfStart, _ = proc.Start(os.Getpid()) }
 
 func newInfo(o Options) *Info {
 	selfStartOnce.Do(findSelfStart)
-	return &Info{
+	now := time.Now().UTC()
+	info := &Info{
 		PID:        os.Getpid(),
-		AcquiredAt: time.Now().UTC().Format(isoMillis),
+		AcquiredAt: now.Format(isoMillis),
 		Owner:      o.Owner,
 		Slug:       o.Slug,
 		Token:      newToken(),
 		Host:       proc.HostName(),
 		PIDStart:   selfStart,
 	}
+	if o.HoldLimit > 0 {
+		info.Deadline = now.Add(o.HoldLimit).Format(isoMillis)
+	}
+	return info
 }
 
 // inspectAll reads and judges t's locks without the guard, each named by
@@ -1022,19 +981,25 @@ func (pl *place) tend() (stop func()) {
 
 // awaitAdmission is waitForChange for a caller whose free locks Admit
 // refused: it asks again after admitEvery (or at the poll), tending its
-// ticket meanwhile. It returns false when ctx ends.
-func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer) bool {
+// ticket meanwhile, and logs the waiting line when rep says it is due. It
+// returns false when ctx ends.
+func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter) bool {
 	stop := pl.tend()
 	defer stop()
 	t := time.NewTimer(admitEvery)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-poll.C:
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-rep.C():
+			rep.report(nil)
+			continue
+		case <-t.C:
+		case <-poll.C:
+		}
+		return true
 	}
-	return true
 }
 
 // tendedAhead is the latest time a live rival waiter ahead of pl touched
@@ -1055,15 +1020,4 @@ func (pl *place) tendedAhead() time.Time {
 		}
 	}
 	return latest
-}
-
-// admitLine is the waiting line while Admit refuses: "waiting for 10.0 GiB
-// on GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under gpuexec
-// (position 1 in queue)".
-func admitLine(why string, pos int) string {
-	s := "waiting for " + why
-	if pos > 0 {
-		s += fmt.Sprintf(" (position %d in queue)", pos)
-	}
-	return s
 }

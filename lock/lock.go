@@ -115,8 +115,16 @@ type Options struct {
 	Heartbeat time.Duration
 	// Stale is the heartbeat age after which a lock is stale.
 	Stale time.Duration
+	// HoldLimit is the longest the holder will hold the lock (a job's
+	// timeout): the record then says when that ends (Info.Deadline), and
+	// waiters show it. 0 (or less) records none. Nothing here enforces it.
+	HoldLimit time.Duration
 	// Logger receives the waiting, acquired, stale-cleared, lost and
-	// released lines. Nil logs nothing.
+	// released lines. They name the lock, not the caller: a caller whose
+	// lines must be told apart from others' gives a Logger With its own
+	// fields (gpuexec gives owner, slug and its pid). A waiting line
+	// carries the holder and the queue as fields too (see
+	// Status.WaitingLine). Nil logs nothing.
 	Logger hclog.Logger
 	// Admit, when set, is asked whether free locks may be taken now (the
 	// gpuexec command asks whether the device has the free video memory
@@ -358,6 +366,12 @@ type Info struct {
 	// (see Status.Sharers). Readers that know nothing of it see a busy
 	// device, as they should.
 	Share bool `json:"share,omitempty"`
+	// Deadline is when the holder's job is stopped at the latest (gpuexec
+	// --timeout; see Options.HoldLimit), ISO-8601 UTC with milliseconds as
+	// AcquiredAt; empty when it has none. Waiters show it. A record's
+	// deadline that is not such a time is read as none, never as an
+	// error.
+	Deadline string `json:"deadline,omitempty"`
 }
 
 // State is what a lock file says about the lock.

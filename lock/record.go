@@ -54,6 +54,25 @@ func (i *Info) Acquired() time.Time {
 	return t
 }
 
+// DeadlineTime parses Deadline; the zero time when there is none.
+func (i *Info) DeadlineTime() time.Time {
+	t, err := time.Parse(time.RFC3339Nano, i.Deadline)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// validTime reports whether s is a time as AcquiredAt and Deadline hold
+// them (RFC 3339), and short enough for a log line.
+func validTime(s string) bool {
+	if len(s) > 40 {
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
+}
+
 // errBadRecord is wrapped by every parse failure.
 var errBadRecord = errors.New("not a valid lock record")
 
@@ -93,6 +112,12 @@ func parseRecord(b []byte) (*Info, error) {
 	}
 	// Only a true "share" marks a shared lock: anything else is not one.
 	info.Share = string(fields["share"]) == "true"
+	// The deadline is only shown: one that is not a time is no deadline,
+	// not a broken record (which a waiter would clear as stale).
+	var deadline string
+	if json.Unmarshal(fields["deadline"], &deadline) == nil && validTime(deadline) {
+		info.Deadline = deadline
+	}
 	switch {
 	case info.PID <= 0 || info.PID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: pid %d cannot name a process", errBadRecord, info.PID)

@@ -180,8 +180,3 @@ func (s *Status) JSON() map[string]any {
 	}
 	return m
 }
-
-// WaitingLine is the line a waiter logs while s holds the lock: "waiting
-// for GPU lock: held by channels/ep12 (pid 4242) since 20:18 (position 2 in
-// queue)". pos 0 leaves the position out. Every backend logs this line.
-func (s *Status) WaitingLine(pos int) string { return waitingLine([]*Status{s}, pos) }

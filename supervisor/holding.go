@@ -48,7 +48,7 @@ func (h fileLock) env() []string {
 }
 func (h fileLock) logFields() []any {
 	if devs := h.Devices(); devs != nil {
-		return []any{"gpus", strings.Join(devs, ",")}
+		return []any{"devices", strings.Join(devs, ",")}
 	}
 	return nil
 }

@@ -73,7 +73,9 @@ type Config struct {
 	// Stdin, Stdout and Stderr are the child's; nil means gpuexec's own.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Timeout is the longest run of the child; 0 is none.
+	// Timeout is the longest run of the child; 0 is none. It goes into
+	// the lock's record as its deadline (lock.Options.HoldLimit), which
+	// waiters show, unless Lock.HoldLimit is set.
 	Timeout time.Duration
 	// KillAfter is the grace between SIGTERM and SIGKILL to the group.
 	KillAfter time.Duration
@@ -154,6 +156,9 @@ func Run(ctx context.Context, cfg Config) int {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	log := cfg.Logger
+	if cfg.Lock.HoldLimit == 0 {
+		cfg.Lock.HoldLimit = cfg.Timeout
+	}
 	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
 		log.Error("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 		return ExitFailed

@@ -294,7 +294,7 @@ func TestJobUnderEtcdLock(t *testing.T) {
 		t.Errorf("--wait 0: %d\n%s", code, errOut)
 	}
 	code, _, errOut = run(t, env(), "--lock", url, "--wait", "3s", "--report", "300ms", "--", "true")
-	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) since \d\d:\d\d \(position 1 in queue\)`)
+	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) for \d+[sm]; position 1 of 1; waited \d+s`)
 	if code != 75 || len(re.FindAllString(errOut, -1)) < 2 || !strings.Contains(errOut, "gave up waiting") {
 		t.Errorf("--wait 2s: %d\n%s", code, errOut)
 	}

@@ -7,9 +7,10 @@
 // Environment:
 //   GPUEXEC_BIN     gpuexec executable (default "gpuexec", looked up in PATH)
 //   RENDER_OWNER    lock owner shown to other waiters (default "channels")
-//   GPUEXEC_LOCK, GPUEXEC_LOG, ...   read by gpuexec itself for the flags not
-//                                    given below (set GPUEXEC_LOCK to the lock
-//                                    every GPU user on the machine shares)
+//   GPUEXEC_LOCK, GPUEXEC_WAIT, GPUEXEC_LOG, ...   read by gpuexec itself for
+//                   the flags not given below (set GPUEXEC_LOCK to the lock
+//                   every GPU user on the machine shares; GPUEXEC_WAIT=0 tries
+//                   once and defers at once while the GPU is busy)
 //
 // Exit status: gpuexec's own, so whoever runs this script (cron, systemd, a
 // parent autopilot) can tell a deferral (75) from a failure.
@@ -23,12 +24,15 @@ const GPUEXEC = process.env.GPUEXEC_BIN || 'gpuexec'
 
 /**
  * Run argv under gpuexec. Resolves with gpuexec's exit status (never rejects).
+ * wait and timeout become --wait and --timeout when given; when not, gpuexec
+ * reads GPUEXEC_WAIT / GPUEXEC_TIMEOUT, or uses its defaults (150m, none).
  * Signals: SIGINT/SIGTERM/SIGHUP that reach this process are forwarded to
  * gpuexec, which passes them on to the job, waits --kill-after, and releases
  * the lock. This process keeps running until gpuexec has exited.
  */
-export function runUnderGpuexec({ owner, slug, argv, wait = '150m', timeout }) {
-  const args = ['--owner', owner, '--slug', slug, '--wait', wait]
+export function runUnderGpuexec({ owner, slug, argv, wait, timeout }) {
+  const args = ['--owner', owner, '--slug', slug]
+  if (wait !== undefined) args.push('--wait', wait)
   if (timeout) args.push('--timeout', timeout)
   args.push('--', ...argv)
 
@@ -111,7 +115,8 @@ async function main() {
   const argv = process.argv.slice(sep + 1)
   const owner = process.env.RENDER_OWNER || 'channels'
 
-  const status = await runUnderGpuexec({ owner, slug, argv, wait: '150m', timeout: '100m' })
+  // --wait is left to GPUEXEC_WAIT (or gpuexec's default, 150m).
+  const status = await runUnderGpuexec({ owner, slug, argv, timeout: '100m' })
   const { outcome, message } = describe(status)
   console.error(`[render] ${owner}/${slug}: ${outcome} (gpuexec status ${status}): ${message}`)
   if (outcome === 'deferred') markDeferred(slug)

@@ -6,13 +6,17 @@
 Standard library only (Python 3.8+). Environment:
     GPUEXEC_BIN    gpuexec executable (default "gpuexec", looked up in PATH)
     RENDER_OWNER   lock owner shown to other waiters (default "channels")
-    GPUEXEC_LOCK, GPUEXEC_LOG, ...  read by gpuexec itself for the flags not
-                   passed here (set GPUEXEC_LOCK to the lock every GPU user on
-                   the machine shares)
+    GPUEXEC_LOCK, GPUEXEC_WAIT, GPUEXEC_LOG, ...  read by gpuexec itself for
+                   the flags not passed here (set GPUEXEC_LOCK to the lock
+                   every GPU user on the machine shares; GPUEXEC_WAIT=0 tries
+                   once and defers at once while the GPU is busy)
 
 run_on_gpu() returns "done", "deferred", "timeout" or "failed". "deferred"
 (gpuexec exit 75) means the GPU stayed busy for the whole --wait: the job did
 not run and should be queued again later. It is not a failure.
+
+The __main__ demo exits with gpuexec's status, as a shell would: 0, 75
+(deferred), 124 (timeout), 130 (Ctrl+C), the job's own failure status...
 """
 
 import os
@@ -25,17 +29,18 @@ from typing import List, Optional
 GPUEXEC = os.environ.get("GPUEXEC_BIN") or "gpuexec"
 POSIX = os.name == "posix"
 
-# Exit status of the __main__ demo for each outcome (failed: 1).
-EXIT_FOR = {"done": 0, "deferred": 75, "timeout": 124}
-
 
 def log(msg: str) -> None:
     print(f"[render] {msg}", file=sys.stderr, flush=True)
 
 
-def run_gpuexec(owner: str, slug: str, argv: List[str], wait: str = "150m",
+def run_gpuexec(owner: str, slug: str, argv: List[str], wait: Optional[str] = None,
                 timeout: Optional[str] = None) -> int:
     """Run argv under gpuexec and return gpuexec's exit status.
+
+    wait and timeout are passed as --wait and --timeout when given; when not,
+    gpuexec reads GPUEXEC_WAIT / GPUEXEC_TIMEOUT, or uses its defaults (wait
+    150m, no timeout).
 
     SIGINT/SIGTERM/SIGHUP reaching this process are forwarded to gpuexec,
     which passes them to the job, waits --kill-after, and releases the lock.
@@ -43,7 +48,9 @@ def run_gpuexec(owner: str, slug: str, argv: List[str], wait: str = "150m",
     on Ctrl+C it SIGKILLs its child, so gpuexec could not release the lock
     and the job's own process group would keep running.
     """
-    cmd = [GPUEXEC, "--owner", owner, "--slug", slug, "--wait", wait]
+    cmd = [GPUEXEC, "--owner", owner, "--slug", slug]
+    if wait is not None:
+        cmd += ["--wait", wait]
     if timeout:
         cmd += ["--timeout", timeout]
     cmd += ["--", *argv]
@@ -128,7 +135,7 @@ def outcome(status: int) -> str:
     return "failed"
 
 
-def run_on_gpu(owner: str, slug: str, argv: List[str], wait: str = "150m",
+def run_on_gpu(owner: str, slug: str, argv: List[str], wait: Optional[str] = None,
                timeout: Optional[str] = None) -> str:
     """Run argv on the shared GPU; return "done", "deferred", "timeout" or "failed"."""
     status = run_gpuexec(owner, slug, argv, wait=wait, timeout=timeout)
@@ -150,10 +157,16 @@ def main(args: List[str]) -> int:
     slug, argv = args[0], args[2:]
     owner = os.environ.get("RENDER_OWNER") or "channels"
 
-    result = run_on_gpu(owner, slug, argv, wait="150m", timeout="100m")
+    # --wait is left to GPUEXEC_WAIT (or gpuexec's default, 150m).
+    status = run_gpuexec(owner, slug, argv, timeout="100m")
+    result = outcome(status)
+    log(f"{owner}/{slug}: {result} (gpuexec status {status})")
     if result == "deferred":
         mark_deferred(slug)
-    return EXIT_FOR.get(result, 1)
+    # gpuexec's own status, so that whoever runs this script (cron, systemd,
+    # a shell) tells a deferral (75) from a failure, and sees 130 after a
+    # Ctrl+C as from any command.
+    return status
 
 
 if __name__ == "__main__":

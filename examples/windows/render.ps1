@@ -43,14 +43,30 @@ $gpuArgs = @(
     $blender, '-b', $Scene, '-a'
 )
 
+if (-not (Get-Command $Gpuexec -ErrorAction SilentlyContinue)) {
+    Write-Error "gpuexec not found at '$Gpuexec' (set GPUEXEC_BIN or -Gpuexec)" -ErrorAction Continue
+    exit 127
+}
+
 for ($attempt = 1; $attempt -le $Attempts; $attempt++) {
-    try {
-        & $Gpuexec @gpuArgs
-        $status = $LASTEXITCODE
-    } catch [System.Management.Automation.CommandNotFoundException] {
-        Write-Error "gpuexec not found at '$Gpuexec' (set GPUEXEC_BIN or -Gpuexec)" -ErrorAction Continue
-        exit 127
+    # gpuexec logs on stderr: INFO lines as it waits, takes the lock and runs
+    # the job. Windows PowerShell 5.1 turns every stderr line of a native
+    # program into an error record when stderr is redirected (as below, or by
+    # whoever captures this script's output), and under
+    # $ErrorActionPreference = 'Stop' the first of them would end this script
+    # while gpuexec still runs, without its exit status. So gpuexec runs with
+    # 'Continue', its stderr merged into the pipeline and each of its lines
+    # written back to stderr as plain text; the job's stdout passes through.
+    $ErrorActionPreference = 'Continue'
+    & $Gpuexec @gpuArgs 2>&1 | ForEach-Object {
+        if ($_ -is [System.Management.Automation.ErrorRecord]) {
+            [Console]::Error.WriteLine("$_")
+        } else {
+            $_
+        }
     }
+    $status = $LASTEXITCODE
+    $ErrorActionPreference = 'Stop'
 
     switch ($status) {
         0 {

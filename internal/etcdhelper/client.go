@@ -261,7 +261,7 @@ func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (
 		level = o.Logger.GetLevel().String()
 	}
 	req := request{Op: op, Path: o.Path, Owner: o.Owner, Slug: o.Slug, Report: o.Report, Stale: o.Stale,
-		Heartbeat: o.Heartbeat, Poll: o.Poll, Level: level}
+		Heartbeat: o.Heartbeat, Poll: o.Poll, HoldLimit: o.HoldLimit, Level: level}
 	if edit != nil {
 		edit(&req)
 	}

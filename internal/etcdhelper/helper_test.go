@@ -175,7 +175,7 @@ func TestAgentWaitGivesUpWithTheHolder(t *testing.T) {
 	if !strings.Contains(werr.Holders(), "reels/tts") {
 		t.Errorf("WaitError names %v, want reels/tts", werr.Holders())
 	}
-	if !strings.Contains(logs.String(), "waiting for GPU lock: held by reels/tts") || !strings.Contains(logs.String(), "(position 1 in queue)") {
+	if !strings.Contains(logs.String(), "waiting for GPU lock: held by reels/tts") || !strings.Contains(logs.String(), "; position 1 of 1; waited ") {
 		t.Errorf("no waiting line naming the holder and position:\n%s", logs.String())
 	}
 	if r, _ := lock.Inspect(fa.file(lock.Options{Path: agentURL})); len(r.Queue) != 0 {

@@ -57,6 +57,9 @@ type request struct {
 	Stale     time.Duration `json:"stale,omitempty"`
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 	Poll      time.Duration `json:"poll,omitempty"`
+	// HoldLimit is lock.Options.HoldLimit (hold). An older helper
+	// ignores it: its records have no deadline.
+	HoldLimit time.Duration `json:"holdLimit,omitempty"`
 	Force     bool          `json:"force,omitempty"`
 	PGID      int           `json:"pgid,omitempty"`
 	// Level is the lowest log level the user wants forwarded.

@@ -60,7 +60,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
 	log := hclog.NewInterceptLogger(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off})
 	log.RegisterSink(&logSink{s: s, level: level})
 	o := lock.Options{Path: req.Path, Owner: req.Owner, Slug: req.Slug, Report: req.Report, Stale: req.Stale,
-		Heartbeat: req.Heartbeat, Poll: req.Poll, Logger: log}
+		Heartbeat: req.Heartbeat, Poll: req.Poll, HoldLimit: req.HoldLimit, Logger: log}
 
 	// Later requests; closed at EOF.
 	reqs := make(chan request)

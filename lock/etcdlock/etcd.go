@@ -427,7 +427,11 @@ func (k *keeper) renewOnce(ctx context.Context) (int64, error) {
 
 // held turns the place into a held lock: the record gets acquiredAt.
 func (p *place) held(o lock.Options, start time.Time) (*Held, error) {
-	p.rec.AcquiredAt = time.Now().UTC().Format(isoMillis)
+	now := time.Now().UTC()
+	p.rec.AcquiredAt = now.Format(isoMillis)
+	if o.HoldLimit > 0 {
+		p.rec.Deadline = now.Add(o.HoldLimit).Format(isoMillis)
+	}
 	var err error
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), callWait)
@@ -582,28 +586,30 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 			giveUp()
 			return nil, ctx.Err()
 		case <-report.C:
-			if line, st := p.waitingLine(ctx); line != "" {
+			if line, fields, st := p.waitingLine(ctx, start); line != "" {
 				// A queue that could not be read (the deadline
 				// near) leaves the holder last seen as it was.
 				if st != nil {
 					*seen = st
 				}
-				o.Logger.Info(line, "path", o.Path, "waited", fmtAge(time.Since(start)))
+				o.Logger.Info(line, append([]any{"path", o.Path}, fields...)...)
 			}
 			report.Reset(o.Report)
 		}
 	}
 }
 
-// waitingLine lists the queue and words the waiting line with the holder
-// and this waiter's position; "" when this waiter is first (it is taking
-// the lock).
-func (p *place) waitingLine(ctx context.Context) (string, *lock.Status) {
+// waitingLine lists the queue and words the waiting line (and its fields)
+// with the holder and this waiter's position, for a waiter that began at
+// start; "" when this waiter is first (it is taking the lock).
+func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any, *lock.Status) {
+	w := lock.Waiting{Waited: time.Since(start)}
+	w.Until, _ = ctx.Deadline()
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	kvs, err := list(ctx, p.c)
 	if err != nil {
-		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); still waiting", nil
+		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); still waiting", []any{"waited", fmtAge(w.Waited)}, nil
 	}
 	pos := -1
 	for i, kv := range kvs {
@@ -612,13 +618,16 @@ func (p *place) waitingLine(ctx context.Context) (string, *lock.Status) {
 		}
 	}
 	if len(kvs) == 0 || pos == 0 {
-		return "", nil
+		return "", nil, nil
 	}
 	st := holderStatus(p.c, kvs[0])
 	if pos < 0 {
 		pos = len(kvs) // our key is not visible yet
 	}
-	return st.WaitingLine(pos), st
+	// The first key is the holder's: the waiters are the others.
+	w.Position, w.Of = pos, max(len(kvs)-1, pos)
+	line, fields := st.WaitingLine(w)
+	return line, fields, st
 }
 
 // list is the queue: every key under the prefix, oldest first.

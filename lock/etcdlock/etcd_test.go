@@ -246,7 +246,7 @@ func TestWaitingLineAndDeadline(t *testing.T) {
 	if !strings.HasPrefix(werr.Holders(), "channels/ep12 (pid ") {
 		t.Errorf("WaitError names %v", werr.Holders())
 	}
-	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) since \d\d:\d\d \(position 1 in queue\)`)
+	re := regexp.MustCompile(`waiting for GPU lock: held by channels/ep12 \(pid \d+\) for \d+s; position 1 of 1; waited \d+s, defers in \d+s`)
 	if n := len(re.FindAllString(logs.String(), -1)); n < 2 {
 		t.Errorf("%d waiting lines naming holder and position, want one at once and one per report:\n%s", n, logs.String())
 	}
