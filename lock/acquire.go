@@ -70,7 +70,15 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			"waited", fmtAge(time.Since(start)))
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
-	h, seen, err := attemptAdmitted(ctx, o, t, pl)
+	// Admit is asked only from a place in the queue (a ticket): it takes
+	// a while, and whoever comes meanwhile must queue behind this waiter,
+	// not take the free lock from under it. The first try without a
+	// ticket then takes nothing that Admit would be asked about.
+	first := attemptAdmitted
+	if o.Admit != nil {
+		first = attempt
+	}
+	h, seen, err := first(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectAll(o, t)
