@@ -368,3 +368,28 @@ func (h *holder) readyPID(t *testing.T) string {
 	t.Fatal("no ready file")
 	return ""
 }
+
+// The nvidia-smi that samples the job's memory is gpuexec's own child, not
+// the job's: one still running when the job's command ends (a slow or hung
+// driver) is neither reported as a process the job left behind nor
+// stopped with the job's leftovers, and does not hold up the release.
+func TestPeakSamplerIsNotTheJobs(t *testing.T) {
+	_, lock := lockIn(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := newCard(t, gputest.Hung)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := gpuexecCmd(c.env(role("hold"), readyEnv+"="+ready), "--lock", lock, "--kill-after", "1m", "--", helperBin)
+	cmd.Stdin = r
+	p := startProc(t, cmd)
+	r.Close()
+	testsupport.Await(t, long, "the sampler's nvidia-smi running", func() bool { return gputest.Hanging(c.fixture) })
+	w.Close()
+	res := p.wait(t)
+	wantCode(t, res, 0)
+	if strings.Contains(res.stderr, "left processes behind") {
+		t.Errorf("the sampler's nvidia-smi taken for the job's:\n%s", res.stderr)
+	}
+}

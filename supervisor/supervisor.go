@@ -431,6 +431,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
 	res := w.run(ctx, done)
+	// The sampler's nvidia-smi is gpuexec's child: ended (and waited
+	// for) before drain looks for processes the job left behind, where
+	// it would be taken for one of them.
+	peakFields := pk.stop()
 	w.drain()
 	term.close()
 	rec.stop()
@@ -442,7 +446,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	case w.lostStop:
 		code = ExitFailed
 	}
-	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, pk.stop()...)...)
+	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, peakFields...)...)
 	return code
 }
 

@@ -68,6 +68,7 @@ func Write(t testing.TB, path string, f Fixture) {
 	}
 	os.Remove(path + ".calls")
 	os.Remove(path + ".appcalls")
+	os.Remove(path + ".hung")
 	if err := os.WriteFile(path+".part", b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +107,12 @@ func isQuery(args []string) bool {
 	return false
 }
 
+// Hanging reports whether a call hung (Fixture.Hang) since the last Write.
+func Hanging(path string) bool {
+	_, err := os.Stat(path + ".hung")
+	return err == nil
+}
+
 // AppCalls is how many --query-compute-apps calls the fake answered since
 // the last Write.
 func AppCalls(path string) int {
@@ -124,6 +131,7 @@ func answer(path string, args []string) (string, int) {
 		return "fake nvidia-smi: " + err.Error() + "\n", 2
 	}
 	if f.Hang {
+		os.WriteFile(path+".hung", nil, 0o644)
 		time.Sleep(time.Hour)
 	}
 	if f.Exit != 0 {
