@@ -266,3 +266,23 @@ func TestCards(t *testing.T) {
 		t.Errorf("JSON %s", b)
 	}
 }
+
+// A job whose command runs gpuexec again (reentrant: the lock is already
+// held for it) is still the job that holds the lock: its processes, under
+// the inner gpuexec and in the inner one's process group, are the outer
+// job's, for status and for the outer job's peak memory.
+func TestAttributeThroughANestedGpuexec(t *testing.T) {
+	// 100 gpuexec (holder channels/ep12) → 101 sh → 102 gpuexec
+	// (reentrant) → 103 python, in the group 103 the inner one made.
+	up := table{
+		parent: map[int]int{100: 1, 101: 100, 102: 101, 103: 102},
+		group:  map[int]int{101: 101, 102: 101, 103: 103},
+		name:   map[int]string{100: "gpuexec", 101: "sh", 102: "gpuexec", 103: "python"},
+	}
+	jobs := map[int]Job{100: {Owner: "channels", Slug: "ep12", PID: 100}}
+	groups := map[int]int{101: 100}
+	got := Attribute([]Process{{PID: 103, Name: "python", Used: 5000}}, jobs, groups, up)
+	if d, want := got[0].Describe(), "pid 103 python (4.9 GiB) under gpuexec channels/ep12 (pid 100)"; d != want {
+		t.Errorf("%q, want %q", d, want)
+	}
+}
