@@ -286,3 +286,34 @@ func TestAttributeThroughANestedGpuexec(t *testing.T) {
 		t.Errorf("%q, want %q", d, want)
 	}
 }
+
+// Process names are whatever another user's program calls itself (its
+// argv[0]): a name with a line break, or one that reads as nvidia-smi's
+// own message, neither hides the other processes nor the devices.
+func TestHostileProcessNames(t *testing.T) {
+	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{
+		GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 9000)},
+		Apps: []gputest.App{
+			{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "4000"},
+			{GPU: gputest.UUID0, PID: 4712, Name: "/home/eve/No devices were found", Used: "100"},
+			{GPU: gputest.UUID0, PID: 4713, Name: "/home/eve/two\nlines", Used: "200"},
+		},
+	}}})
+	ps, err := s.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Process{
+		{Device: gputest.UUID0, PID: 4711, Name: "python3", Used: 4000},
+		{Device: gputest.UUID0, PID: 4712, Name: "No devices were found", Used: 100},
+		{Device: gputest.UUID0, PID: 4713, Name: "two?lines", Used: 200},
+	}
+	if len(ps) != len(want) {
+		t.Fatalf("processes %+v, want %+v", ps, want)
+	}
+	for i := range ps {
+		if ps[i] != want[i] {
+			t.Errorf("process %d = %+v, want %+v", i, ps[i], want[i])
+		}
+	}
+}

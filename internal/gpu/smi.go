@@ -163,7 +163,8 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 		return nil, ctx.Err()
 	}
 	out := stdout.String()
-	if strings.Contains(out, "No devices were found") {
+	// nvidia-smi's whole answer, not a process's name that says so.
+	if strings.HasPrefix(strings.TrimSpace(out), "No devices were found") {
 		return nil, ErrNoDevices
 	}
 	if err != nil {
@@ -183,6 +184,13 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 			continue
 		}
 		r := strings.SplitN(line, ", ", len(fields))
+		if len(r) < len(fields) && len(rows) > 0 {
+			// The free-text field, last, went on past a line
+			// break: a process may name itself anything.
+			last := &rows[len(rows)-1][len(fields)-1]
+			*last += "\n" + line
+			continue
+		}
 		if len(r) != len(fields) {
 			return nil, fmt.Errorf("%w: %q", ErrOutput, printable(clip(line)))
 		}
