@@ -317,3 +317,23 @@ func TestHostileProcessNames(t *testing.T) {
 		}
 	}
 }
+
+// --nvidia-smi with a name relative to the current folder is that file,
+// not a command looked up on PATH.
+func TestLocateRelative(t *testing.T) {
+	fixture := filepath.Join(t.TempDir(), "fixture.json")
+	gputest.Write(t, fixture, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0)}}}})
+	t.Setenv(gputest.Env, fixture)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(self))
+	s, err := Locate(filepath.Base(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := s.Devices(context.Background()); err != nil || len(devs) != 1 {
+		t.Fatalf("devices %+v, %v", devs, err)
+	}
+}

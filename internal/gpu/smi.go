@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ func Locate(path string) (*SMI, error) {
 			return nil, fmt.Errorf("%w: %v", ErrNoTool, err)
 		case fi.IsDir():
 			return nil, fmt.Errorf("%w: %s is a folder", ErrNoTool, path)
+		}
+		// The file found here, not a command of that name on PATH
+		// (what exec makes of a name without a separator).
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
 		}
 		return &SMI{Path: path}, nil
 	}
