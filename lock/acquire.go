@@ -46,6 +46,10 @@ type place struct {
 	refused  []int
 	admitted []bool
 	why      string
+	// tryWait, when set (TryAcquire), bounds each try's wait for the
+	// guards on its own, so that the time Admit takes between two
+	// tries does not count against it.
+	tryWait time.Duration
 }
 
 func (pl *place) seq() uint64 {
@@ -871,8 +875,17 @@ const tendEvery = 500 * time.Millisecond
 // guard, and tries again with those admitted. pl.why keeps what Admit said
 // while it refuses.
 func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+	try := func() (*Held, []*Status, error) {
+		ctx := ctx
+		if pl.tryWait > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, pl.tryWait)
+			defer cancel()
+		}
+		return attempt(ctx, o, t, pl)
+	}
 	pl.refused, pl.admitted = nil, nil
-	h, seen, err := attempt(ctx, o, t, pl)
+	h, seen, err := try()
 	if err != nil || h != nil || len(pl.refused) == 0 {
 		if err == nil {
 			pl.why = ""
@@ -907,7 +920,7 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 		return nil, seen, nil
 	}
 	pl.refused = nil
-	h, again, err := attempt(ctx, o, t, pl)
+	h, again, err := try()
 	pl.admitted = nil
 	if again != nil {
 		seen = again

@@ -262,3 +262,26 @@ func TestAdmitAskedFromAPlace(t *testing.T) {
 		}
 	}
 }
+
+// TryAcquire bounds its wait for a guard, not Admit: an Admit that takes
+// longer than that bound (three runs of a slow nvidia-smi) is answered,
+// not taken for a guard held by a stopped process.
+func TestTryAcquireSlowAdmit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits clearGuardWait")
+	}
+	o := testOptions(t)
+	o.Admit = func(ctx context.Context, names []string) ([]bool, string) {
+		select {
+		case <-time.After(clearGuardWait + time.Second):
+			return []bool{true}, ""
+		case <-ctx.Done():
+			return []bool{false}, "cut short"
+		}
+	}
+	h, err := TryAcquire(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+}
