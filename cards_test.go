@@ -184,6 +184,7 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
 		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 10.0 GiB in all"},
 		{"vram over every device's size", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID1, 0)}), []string{"--vram", "12000M", "--gpus", "all"}, false, "--vram 11.7 GiB can never be free: GPU 0 has 10.0 GiB, GPU 1 has 10.0 GiB in all"},
+		{"vram over all but one of the devices --need takes", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX4090(1, gputest.UUID1, 0)}), []string{"--vram", "11G", "--gpus", "0,1", "--need", "2"}, false, "--vram 11.0 GiB can never be free on 2 GPUs at once (--need 2): GPU 0 has 10.0 GiB in all"},
 		{"vram with etcd", frame(rtx3080(0)), []string{"--vram", "1G", "--lock", "etcd://127.0.0.1:1/gpu"}, false, "--vram is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"},
 		{"gpus all with a failing driver", gputest.DriverGone, []string{"--gpus", "all"}, false, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: nvidia-smi failed: NVIDIA-SMI has failed"},
 	} {

@@ -110,6 +110,10 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 	if fits == 0 || (len(cfg.Lock.Devices) == 0 && len(small) > 0) {
 		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s in all", cfg.VRAM, strings.Join(small, ", "))}
 	}
+	// ... and for Need of them at once.
+	if need := max(cfg.Lock.Need, 1); len(cfg.Lock.Devices) > 0 && fits < need {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free on %d GPUs at once (--need %d): %s in all", cfg.VRAM, need, need, strings.Join(small, ", "))}
+	}
 	return nil
 }
 
