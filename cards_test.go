@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
@@ -392,5 +393,23 @@ func TestPeakSamplerIsNotTheJobs(t *testing.T) {
 	wantCode(t, res, 0)
 	if strings.Contains(res.stderr, "left processes behind") {
 		t.Errorf("the sampler's nvidia-smi taken for the job's:\n%s", res.stderr)
+	}
+}
+
+// A stale lock's record names a holder that is gone: the pid it gives may
+// be any process's by now, which is then not a job of that record.
+func TestStatusStaleHolderIsNoJob(t *testing.T) {
+	_, lock := lockIn(t)
+	// This test's own process stands for one that got the gone
+	// holder's pid.
+	writeLock(t, lock, seedRecord(os.Getpid(), "ghost", "old", "0123456789abcdef"), 24*time.Hour)
+	c := newCard(t, frame(rtx3080(9000), gputest.App{GPU: gputest.UUID0, PID: os.Getpid(), Name: "/usr/bin/python3", Used: "8800"}))
+	r := gx(t, c.env(), "status", "--lock", lock)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "stale") {
+		t.Fatalf("the lock is not stale:\n%s", r.stdout)
+	}
+	if want := fmt.Sprintf("  pid %d python3 (8.6 GiB) not under gpuexec\n", os.Getpid()); !strings.Contains(r.stdout, want) {
+		t.Errorf("status lacks %q:\n%s", want, r.stdout)
 	}
 }

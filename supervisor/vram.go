@@ -323,7 +323,9 @@ func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
 	if !etcdurl.Is(o.Path) {
 		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
 			for _, st := range r.Locks {
-				if st.State == lock.StateFree || st.Info == nil || !proc.SameHost(st.Info.Host) {
+				// A stale record's holder is gone: its pid may be
+				// any process's by now.
+				if st.State != lock.StateHeld || st.Info == nil || !proc.SameHost(st.Info.Host) {
 					continue
 				}
 				jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}
