@@ -86,7 +86,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectAll(o, t)
-		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 	case err != nil:
 		return nil, err
 	case h != nil:
@@ -902,6 +902,9 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 	ok, why := o.Admit(ctx, names)
 	stop()
 	if ctx.Err() != nil {
+		if pl.why == "" {
+			pl.why = why // what held it up was Admit, not a holder
+		}
 		return nil, seen, ctx.Err()
 	}
 	pl.admitted = make([]bool, len(t.paths))

@@ -285,3 +285,20 @@ func TestTryAcquireSlowAdmit(t *testing.T) {
 	}
 	h.Release()
 }
+
+// A wait that ends while Admit is asked the first time ends with what
+// Admit said, not as a wait for a holder (there is none).
+func TestWaitEndsDuringTheFirstAdmit(t *testing.T) {
+	o := testOptions(t)
+	o.Admit = func(ctx context.Context, names []string) ([]bool, string) {
+		<-ctx.Done()
+		return []bool{false}, "1.0 GiB on GPU 0: still measuring"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := Acquire(ctx, o)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || we.Why != "1.0 GiB on GPU 0: still measuring" {
+		t.Fatalf("Acquire: %v (%+v)", err, we)
+	}
+}

@@ -200,7 +200,10 @@ func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
 	defer g.mu.Unlock()
 	ok := make([]bool, len(names))
 	devs, err := g.sample(ctx)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ok, fmt.Sprintf("%s free: the free memory was still being measured", g.need)
+	case err != nil:
 		return ok, fmt.Sprintf("%s free: the free memory is unknown (%v)", g.need, err)
 	}
 	why := ""
