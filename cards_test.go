@@ -400,16 +400,17 @@ func TestPeakSamplerIsNotTheJobs(t *testing.T) {
 // be any process's by now, which is then not a job of that record.
 func TestStatusStaleHolderIsNoJob(t *testing.T) {
 	_, lock := lockIn(t)
-	// This test's own process stands for one that got the gone
-	// holder's pid.
-	writeLock(t, lock, seedRecord(os.Getpid(), "ghost", "old", "0123456789abcdef"), 24*time.Hour)
-	c := newCard(t, frame(rtx3080(9000), gputest.App{GPU: gputest.UUID0, PID: os.Getpid(), Name: "/usr/bin/python3", Used: "8800"}))
+	// The fake lists a process by the pid the gone holder had (a
+	// process that got it since; whether it runs does not matter).
+	pid := testsupport.DeadPID(t)
+	writeLock(t, lock, seedRecord(pid, "ghost", "old", "0123456789abcdef"), 24*time.Hour)
+	c := newCard(t, frame(rtx3080(9000), gputest.App{GPU: gputest.UUID0, PID: pid, Name: "/usr/bin/python3", Used: "8800"}))
 	r := gx(t, c.env(), "status", "--lock", lock)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "stale") {
 		t.Fatalf("the lock is not stale:\n%s", r.stdout)
 	}
-	if want := fmt.Sprintf("  pid %d python3 (8.6 GiB) not under gpuexec\n", os.Getpid()); !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("  pid %d python3 (8.6 GiB) not under gpuexec\n", pid); !strings.Contains(r.stdout, want) {
 		t.Errorf("status lacks %q:\n%s", want, r.stdout)
 	}
 }
