@@ -206,32 +206,31 @@ func resolve(name string) (string, int, error) {
 // acquire queues for the lock, returning it, or nil and the exit status.
 func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
-	if cfg.Wait == 0 {
-		held, err := tryTake(cfg)
-		var busy *lock.WaitError
-		switch {
-		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
-			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
-		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
-			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
-		case err != nil:
-			log.Error("cannot use the GPU lock", "error", err)
-			return nil, ExitFailed
-		}
-		return held, 0
+	var wctx context.Context
+	var cancel context.CancelFunc
+	if cfg.Wait > 0 {
+		wctx, cancel = context.WithTimeout(ctx, cfg.Wait)
+	} else {
+		wctx, cancel = context.WithCancel(ctx)
 	}
-
-	wctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	defer cancel()
+	try := func() (holding, error) { return take(wctx, cfg) }
+	if cfg.Wait == 0 {
+		// No wait, but Admit (--vram) samples the card first, which
+		// takes a while: a signal meanwhile ends it as it ends a wait.
+		c := cfg
+		if admit := cfg.Lock.Admit; admit != nil {
+			c.Lock.Admit = func(_ context.Context, names []string) ([]bool, string) { return admit(wctx, names) }
+		}
+		try = func() (holding, error) { return tryTake(c) }
+	}
 	type result struct {
 		held holding
 		err  error
 	}
 	got := make(chan result, 1)
 	go func() {
-		h, err := take(wctx, cfg)
+		h, err := try()
 		got <- result{h, err}
 	}()
 	var r result
@@ -253,6 +252,23 @@ wait:
 			return nil, signals.ExitStatus(sig)
 		}
 	}
+	if cfg.Wait == 0 {
+		held, err := r.held, r.err
+		var busy *lock.WaitError
+		switch {
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
+			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
+			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
+		case err != nil:
+			log.Error("cannot use the GPU lock", "error", err)
+			return nil, ExitFailed
+		}
+		return held, 0
+	}
+
 	var werr *lock.WaitError
 	switch {
 	case r.err == nil:

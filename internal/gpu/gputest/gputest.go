@@ -44,6 +44,8 @@ type App struct {
 type Frame struct {
 	GPUs []GPU
 	Apps []App
+	// Hang makes this --query-gpu reading hang (see Hanging).
+	Hang bool
 }
 
 // Fixture is what the fake answers. Every --query-gpu call takes the next
@@ -107,7 +109,8 @@ func isQuery(args []string) bool {
 	return false
 }
 
-// Hanging reports whether a call hung (Fixture.Hang) since the last Write.
+// Hanging reports whether a call hung (Fixture.Hang, Frame.Hang) since
+// the last Write.
 func Hanging(path string) bool {
 	_, err := os.Stat(path + ".hung")
 	return err == nil
@@ -163,6 +166,10 @@ func answer(path string, args []string) (string, int) {
 	if kind == "gpu" {
 		frame = f.Frames[min(calls, len(f.Frames)-1)]
 		os.WriteFile(path+".calls", []byte(strconv.Itoa(calls+1)), 0o644)
+		if frame.Hang {
+			os.WriteFile(path+".hung", nil, 0o644)
+			time.Sleep(time.Hour)
+		}
 		if len(frame.GPUs) == 0 {
 			return "No devices were found\n", 6
 		}
