@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
@@ -184,6 +185,7 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
 		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 10.0 GiB in all"},
 		{"vram over every device's size", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID1, 0)}), []string{"--vram", "12000M", "--gpus", "all"}, false, "--vram 11.7 GiB can never be free: GPU 0 has 10.0 GiB, GPU 1 has 10.0 GiB in all"},
+		{"vram over all but one of the devices --need takes", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX4090(1, gputest.UUID1, 0)}), []string{"--vram", "11G", "--gpus", "0,1", "--need", "2"}, false, "--vram 11.0 GiB can never be free on 2 GPUs at once (--need 2): GPU 0 has 10.0 GiB in all"},
 		{"vram with etcd", frame(rtx3080(0)), []string{"--vram", "1G", "--lock", "etcd://127.0.0.1:1/gpu"}, false, "--vram is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"},
 		{"gpus all with a failing driver", gputest.DriverGone, []string{"--gpus", "all"}, false, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: nvidia-smi failed: NVIDIA-SMI has failed"},
 	} {
@@ -367,4 +369,48 @@ func (h *holder) readyPID(t *testing.T) string {
 	}
 	t.Fatal("no ready file")
 	return ""
+}
+
+// The nvidia-smi that samples the job's memory is gpuexec's own child, not
+// the job's: one still running when the job's command ends (a slow or hung
+// driver) is neither reported as a process the job left behind nor
+// stopped with the job's leftovers, and does not hold up the release.
+func TestPeakSamplerIsNotTheJobs(t *testing.T) {
+	_, lock := lockIn(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := newCard(t, gputest.Hung)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := gpuexecCmd(c.env(role("hold"), readyEnv+"="+ready), "--lock", lock, "--kill-after", "1m", "--", helperBin)
+	cmd.Stdin = r
+	p := startProc(t, cmd)
+	r.Close()
+	testsupport.Await(t, long, "the sampler's nvidia-smi running", func() bool { return gputest.Hanging(c.fixture) })
+	w.Close()
+	res := p.wait(t)
+	wantCode(t, res, 0)
+	if strings.Contains(res.stderr, "left processes behind") {
+		t.Errorf("the sampler's nvidia-smi taken for the job's:\n%s", res.stderr)
+	}
+}
+
+// A stale lock's record names a holder that is gone: the pid it gives may
+// be any process's by now, which is then not a job of that record.
+func TestStatusStaleHolderIsNoJob(t *testing.T) {
+	_, lock := lockIn(t)
+	// The fake lists a process by the pid the gone holder had (a
+	// process that got it since; whether it runs does not matter).
+	pid := testsupport.DeadPID(t)
+	writeLock(t, lock, seedRecord(pid, "ghost", "old", "0123456789abcdef"), 24*time.Hour)
+	c := newCard(t, frame(rtx3080(9000), gputest.App{GPU: gputest.UUID0, PID: pid, Name: "/usr/bin/python3", Used: "8800"}))
+	r := gx(t, c.env(), "status", "--lock", lock)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "stale") {
+		t.Fatalf("the lock is not stale:\n%s", r.stdout)
+	}
+	if want := fmt.Sprintf("  pid %d python3 (8.6 GiB) not under gpuexec\n", pid); !strings.Contains(r.stdout, want) {
+		t.Errorf("status lacks %q:\n%s", want, r.stdout)
+	}
 }

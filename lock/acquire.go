@@ -50,6 +50,10 @@ type place struct {
 	// admittedWith are, per lock, the sharers' budgets Admit was told
 	// of (Options.AdmitShare).
 	admittedWith []int64
+	// tryWait, when set (TryAcquire), bounds each try's wait for the
+	// guards on its own, so that the time Admit takes between two
+	// tries does not count against it.
+	tryWait time.Duration
 }
 
 func (pl *place) seq() uint64 {
@@ -77,11 +81,19 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		o.Logger.Info("acquired GPU lock", f...)
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
-	h, seen, err := attemptAdmitted(ctx, o, t, pl)
+	// Admit is asked only from a place in the queue (a ticket): it takes
+	// a while, and whoever comes meanwhile must queue behind this waiter,
+	// not take the free lock from under it. The first try without a
+	// ticket then takes nothing that Admit would be asked about.
+	first := attemptAdmitted
+	if o.Admit != nil || (o.ShareMiB > 0 && o.AdmitShare != nil) {
+		first = attempt
+	}
+	h, seen, err := first(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectAll(o, t)
-		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 	case err != nil:
 		return nil, err
 	case h != nil:
@@ -870,8 +882,17 @@ const tendEvery = 500 * time.Millisecond
 // guard, and tries again with those admitted. pl.why keeps what Admit said
 // while it refuses.
 func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+	try := func() (*Held, []*Status, error) {
+		ctx := ctx
+		if pl.tryWait > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, pl.tryWait)
+			defer cancel()
+		}
+		return attempt(ctx, o, t, pl)
+	}
 	pl.refused, pl.admitted, pl.admittedWith = nil, nil, nil
-	h, seen, err := attempt(ctx, o, t, pl)
+	h, seen, err := try()
 	if err != nil || h != nil || len(pl.refused) == 0 {
 		if err == nil {
 			pl.why = ""
@@ -900,6 +921,9 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 	}
 	stop()
 	if ctx.Err() != nil {
+		if pl.why == "" {
+			pl.why = why // what held it up was Admit, not a holder
+		}
 		return nil, seen, ctx.Err()
 	}
 	pl.admitted = make([]bool, len(t.paths))
@@ -918,7 +942,7 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 		return nil, seen, nil
 	}
 	pl.refused = nil
-	h, again, err := attempt(ctx, o, t, pl)
+	h, again, err := try()
 	pl.admitted, pl.admittedWith = nil, nil
 	if again != nil {
 		seen = again

@@ -199,3 +199,106 @@ func touchAt(t *testing.T, tk *ticket, at time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// A waiter asks Admit (which samples the card: a second or more) only once
+// it holds its place in the queue: one that comes while it asks queues
+// behind it, even on its very first try, and does not take the free lock
+// from under it.
+func TestAdmitAskedFromAPlace(t *testing.T) {
+	o := testOptions(t)
+	o.Poll = time.Hour
+	asking, answer := make(chan struct{}, 1), make(chan bool)
+	first := o
+	first.Slug = "first"
+	first.Admit = func(ctx context.Context, names []string) ([]bool, string) {
+		select {
+		case asking <- struct{}{}:
+		default:
+		}
+		select {
+		case ok := <-answer:
+			return []bool{ok}, ""
+		case <-ctx.Done():
+			return []bool{false}, ""
+		}
+	}
+	second := o
+	second.Slug = "second"
+
+	order := make(chan string, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := func(o Options) {
+		defer wg.Done()
+		h, err := Acquire(ctx, o)
+		if err != nil {
+			order <- "error"
+			return
+		}
+		order <- o.Slug
+		h.Release()
+	}
+	wg.Add(1)
+	go run(first)
+	select {
+	case <-asking:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Admit not asked")
+	}
+	wg.Add(1)
+	go run(second)
+	testsupport.StillBlocked(t, 3*headGrace, "the free lock taken from under a waiter asking Admit", func() bool { return len(order) > 0 })
+	answer <- true
+	for _, want := range []string{"first", "second"} {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("served %s, want %s", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not served", want)
+		}
+	}
+}
+
+// TryAcquire bounds its wait for a guard, not Admit: an Admit that takes
+// longer than that bound (three runs of a slow nvidia-smi) is answered,
+// not taken for a guard held by a stopped process.
+func TestTryAcquireSlowAdmit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits clearGuardWait")
+	}
+	o := testOptions(t)
+	o.Admit = func(ctx context.Context, names []string) ([]bool, string) {
+		select {
+		case <-time.After(clearGuardWait + time.Second):
+			return []bool{true}, ""
+		case <-ctx.Done():
+			return []bool{false}, "cut short"
+		}
+	}
+	h, err := TryAcquire(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+}
+
+// A wait that ends while Admit is asked the first time ends with what
+// Admit said, not as a wait for a holder (there is none).
+func TestWaitEndsDuringTheFirstAdmit(t *testing.T) {
+	o := testOptions(t)
+	o.Admit = func(ctx context.Context, names []string) ([]bool, string) {
+		<-ctx.Done()
+		return []bool{false}, "1.0 GiB on GPU 0: still measuring"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := Acquire(ctx, o)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || we.Why != "1.0 GiB on GPU 0: still measuring" {
+		t.Fatalf("Acquire: %v (%+v)", err, we)
+	}
+}

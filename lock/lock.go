@@ -299,10 +299,10 @@ func TryAcquire(o Options) (*Held, error) {
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, explain(o.Path, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
-	defer cancel()
-	pl := &place{q: newQueue(o.Path, t.paths)}
-	h, seen, err := attemptAdmitted(ctx, o, t, pl)
+	// Each try waits at most clearGuardWait for the guards; Admit, asked
+	// between two tries, ends within its own bounds.
+	pl := &place{q: newQueue(o.Path, t.paths), tryWait: clearGuardWait}
+	h, seen, err := attemptAdmitted(context.Background(), o, t, pl)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, errGuardStuck(o.Path)

@@ -230,32 +230,31 @@ func resolve(name string) (string, int, error) {
 // acquire queues for the lock, returning it, or nil and the exit status.
 func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
-	if cfg.Wait == 0 {
-		held, err := tryTake(cfg)
-		var busy *lock.WaitError
-		switch {
-		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
-			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
-		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
-			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
-		case err != nil:
-			log.Error("cannot use the GPU lock", "error", err)
-			return nil, ExitFailed
-		}
-		return held, 0
+	var wctx context.Context
+	var cancel context.CancelFunc
+	if cfg.Wait > 0 {
+		wctx, cancel = context.WithTimeout(ctx, cfg.Wait)
+	} else {
+		wctx, cancel = context.WithCancel(ctx)
 	}
-
-	wctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	defer cancel()
+	try := func() (holding, error) { return take(wctx, cfg) }
+	if cfg.Wait == 0 {
+		// No wait, but Admit (--vram) samples the card first, which
+		// takes a while: a signal meanwhile ends it as it ends a wait.
+		c := cfg
+		if admit := cfg.Lock.Admit; admit != nil {
+			c.Lock.Admit = func(_ context.Context, names []string) ([]bool, string) { return admit(wctx, names) }
+		}
+		try = func() (holding, error) { return tryTake(c) }
+	}
 	type result struct {
 		held holding
 		err  error
 	}
 	got := make(chan result, 1)
 	go func() {
-		h, err := take(wctx, cfg)
+		h, err := try()
 		got <- result{h, err}
 	}()
 	var r result
@@ -277,6 +276,23 @@ wait:
 			return nil, signals.ExitStatus(sig)
 		}
 	}
+	if cfg.Wait == 0 {
+		held, err := r.held, r.err
+		var busy *lock.WaitError
+		switch {
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
+			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
+			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
+		case err != nil:
+			log.Error("cannot use the GPU lock", "error", err)
+			return nil, ExitFailed
+		}
+		return held, 0
+	}
+
 	var werr *lock.WaitError
 	switch {
 	case r.err == nil:
@@ -459,6 +475,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost(), overC: bc.overC()}
 	res := w.run(ctx, done)
+	// The sampler's nvidia-smi is gpuexec's child: ended (and waited
+	// for) before drain looks for processes the job left behind, where
+	// it would be taken for one of them.
+	peakFields := pk.stop()
 	w.drain()
 	term.close()
 	rec.stop()
@@ -472,7 +492,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	case w.overStop:
 		code = ExitOverBudget
 	}
-	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, pk.stop()...)...)
+	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, peakFields...)...)
 	return code
 }
 

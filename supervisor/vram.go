@@ -127,6 +127,10 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 	if fits == 0 || (len(cfg.Lock.Devices) == 0 && len(small) > 0) {
 		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s in all", cfg.VRAM, strings.Join(small, ", "))}
 	}
+	// ... and for Need of them at once.
+	if need := max(cfg.Lock.Need, 1); len(cfg.Lock.Devices) > 0 && fits < need {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free on %d GPUs at once (--need %d): %s in all", cfg.VRAM, need, need, strings.Join(small, ", "))}
+	}
 	return nil
 }
 
@@ -215,7 +219,10 @@ func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
 	defer g.mu.Unlock()
 	ok := make([]bool, len(names))
 	devs, err := g.sample(ctx)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ok, fmt.Sprintf("%s free: the free memory was still being measured", g.need)
+	case err != nil:
 		return ok, fmt.Sprintf("%s free: the free memory is unknown (%v)", g.need, err)
 	}
 	why := ""
@@ -346,7 +353,9 @@ func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
 						}
 					}
 				}
-				if st.State == lock.StateFree || st.Info == nil || !proc.SameHost(st.Info.Host) {
+				// A stale record's holder is gone: its pid may be
+				// any process's by now.
+				if st.State != lock.StateHeld || st.Info == nil || !proc.SameHost(st.Info.Host) {
 					continue
 				}
 				jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}

@@ -216,7 +216,7 @@ func (a Attributed) Describe() string {
 // job whose gpuexec is one of its ancestors (parent reads a process's
 // parent) or whose process group (Job's group in groups) it is in. An
 // ancestor that is a gpuexec of no known job (parent's name says so) is
-// a job without owner and slug.
+// a job without owner and slug, unless a known job is further up.
 func Attribute(ps []Process, jobs map[int]Job, groups map[int]int, up Ancestry) []Attributed {
 	out := make([]Attributed, len(ps))
 	for i, p := range ps {
@@ -242,14 +242,18 @@ func jobOf(pid int, jobs map[int]Job, groups map[int]int, up Ancestry) *Job {
 			return &j
 		}
 	}
+	// A gpuexec of no known job may run under one that is known (a job
+	// whose command runs gpuexec again, reentrant): the known one,
+	// further up, is the job.
+	var unknown *Job
 	seen := map[int]bool{}
 	for p, depth := pid, 0; p > 1 && depth < maxDepth && !seen[p]; depth++ {
 		seen[p] = true
 		if j, ok := jobs[p]; ok {
 			return &j
 		}
-		if p != pid && isGpuexec(up.Name(p)) {
-			return &Job{PID: p}
+		if unknown == nil && p != pid && isGpuexec(up.Name(p)) {
+			unknown = &Job{PID: p}
 		}
 		next, ok := up.Parent(p)
 		if !ok {
@@ -257,7 +261,7 @@ func jobOf(pid int, jobs map[int]Job, groups map[int]int, up Ancestry) *Job {
 		}
 		p = next
 	}
-	return nil
+	return unknown
 }
 
 func isGpuexec(name string) bool {

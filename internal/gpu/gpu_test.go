@@ -266,3 +266,74 @@ func TestCards(t *testing.T) {
 		t.Errorf("JSON %s", b)
 	}
 }
+
+// A job whose command runs gpuexec again (reentrant: the lock is already
+// held for it) is still the job that holds the lock: its processes, under
+// the inner gpuexec and in the inner one's process group, are the outer
+// job's, for status and for the outer job's peak memory.
+func TestAttributeThroughANestedGpuexec(t *testing.T) {
+	// 100 gpuexec (holder channels/ep12) → 101 sh → 102 gpuexec
+	// (reentrant) → 103 python, in the group 103 the inner one made.
+	up := table{
+		parent: map[int]int{100: 1, 101: 100, 102: 101, 103: 102},
+		group:  map[int]int{101: 101, 102: 101, 103: 103},
+		name:   map[int]string{100: "gpuexec", 101: "sh", 102: "gpuexec", 103: "python"},
+	}
+	jobs := map[int]Job{100: {Owner: "channels", Slug: "ep12", PID: 100}}
+	groups := map[int]int{101: 100}
+	got := Attribute([]Process{{PID: 103, Name: "python", Used: 5000}}, jobs, groups, up)
+	if d, want := got[0].Describe(), "pid 103 python (4.9 GiB) under gpuexec channels/ep12 (pid 100)"; d != want {
+		t.Errorf("%q, want %q", d, want)
+	}
+}
+
+// Process names are whatever another user's program calls itself (its
+// argv[0]): a name with a line break, or one that reads as nvidia-smi's
+// own message, neither hides the other processes nor the devices.
+func TestHostileProcessNames(t *testing.T) {
+	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{
+		GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 9000)},
+		Apps: []gputest.App{
+			{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "4000"},
+			{GPU: gputest.UUID0, PID: 4712, Name: "/home/eve/No devices were found", Used: "100"},
+			{GPU: gputest.UUID0, PID: 4713, Name: "/home/eve/two\nlines", Used: "200"},
+		},
+	}}})
+	ps, err := s.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Process{
+		{Device: gputest.UUID0, PID: 4711, Name: "python3", Used: 4000},
+		{Device: gputest.UUID0, PID: 4712, Name: "No devices were found", Used: 100},
+		{Device: gputest.UUID0, PID: 4713, Name: "two?lines", Used: 200},
+	}
+	if len(ps) != len(want) {
+		t.Fatalf("processes %+v, want %+v", ps, want)
+	}
+	for i := range ps {
+		if ps[i] != want[i] {
+			t.Errorf("process %d = %+v, want %+v", i, ps[i], want[i])
+		}
+	}
+}
+
+// --nvidia-smi with a name relative to the current folder is that file,
+// not a command looked up on PATH.
+func TestLocateRelative(t *testing.T) {
+	fixture := filepath.Join(t.TempDir(), "fixture.json")
+	gputest.Write(t, fixture, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0)}}}})
+	t.Setenv(gputest.Env, fixture)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(self))
+	s, err := Locate(filepath.Base(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := s.Devices(context.Background()); err != nil || len(devs) != 1 {
+		t.Fatalf("devices %+v, %v", devs, err)
+	}
+}

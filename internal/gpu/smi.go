@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ func Locate(path string) (*SMI, error) {
 			return nil, fmt.Errorf("%w: %v", ErrNoTool, err)
 		case fi.IsDir():
 			return nil, fmt.Errorf("%w: %s is a folder", ErrNoTool, path)
+		}
+		// The file found here, not a command of that name on PATH
+		// (what exec makes of a name without a separator).
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
 		}
 		return &SMI{Path: path}, nil
 	}
@@ -163,7 +169,8 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 		return nil, ctx.Err()
 	}
 	out := stdout.String()
-	if strings.Contains(out, "No devices were found") {
+	// nvidia-smi's whole answer, not a process's name that says so.
+	if strings.HasPrefix(strings.TrimSpace(out), "No devices were found") {
 		return nil, ErrNoDevices
 	}
 	if err != nil {
@@ -183,6 +190,13 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 			continue
 		}
 		r := strings.SplitN(line, ", ", len(fields))
+		if len(r) < len(fields) && len(rows) > 0 {
+			// The free-text field, last, went on past a line
+			// break: a process may name itself anything.
+			last := &rows[len(rows)-1][len(fields)-1]
+			*last += "\n" + line
+			continue
+		}
 		if len(r) != len(fields) {
 			return nil, fmt.Errorf("%w: %q", ErrOutput, printable(clip(line)))
 		}

@@ -44,6 +44,8 @@ type App struct {
 type Frame struct {
 	GPUs []GPU
 	Apps []App
+	// Hang makes this --query-gpu reading hang (see Hanging).
+	Hang bool
 }
 
 // Fixture is what the fake answers. Every --query-gpu call takes the next
@@ -68,6 +70,7 @@ func Write(t testing.TB, path string, f Fixture) {
 	}
 	os.Remove(path + ".calls")
 	os.Remove(path + ".appcalls")
+	os.Remove(path + ".hung")
 	if err := os.WriteFile(path+".part", b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +109,13 @@ func isQuery(args []string) bool {
 	return false
 }
 
+// Hanging reports whether a call hung (Fixture.Hang, Frame.Hang) since
+// the last Write.
+func Hanging(path string) bool {
+	_, err := os.Stat(path + ".hung")
+	return err == nil
+}
+
 // AppCalls is how many --query-compute-apps calls the fake answered since
 // the last Write.
 func AppCalls(path string) int {
@@ -124,6 +134,7 @@ func answer(path string, args []string) (string, int) {
 		return "fake nvidia-smi: " + err.Error() + "\n", 2
 	}
 	if f.Hang {
+		os.WriteFile(path+".hung", nil, 0o644)
 		time.Sleep(time.Hour)
 	}
 	if f.Exit != 0 {
@@ -155,6 +166,10 @@ func answer(path string, args []string) (string, int) {
 	if kind == "gpu" {
 		frame = f.Frames[min(calls, len(f.Frames)-1)]
 		os.WriteFile(path+".calls", []byte(strconv.Itoa(calls+1)), 0o644)
+		if frame.Hang {
+			os.WriteFile(path+".hung", nil, 0o644)
+			time.Sleep(time.Hour)
+		}
 		if len(frame.GPUs) == 0 {
 			return "No devices were found\n", 6
 		}
