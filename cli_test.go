@@ -482,6 +482,12 @@ func TestOwnFailuresAre125(t *testing.T) {
 		{name: "heartbeat above stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--heartbeat", "2h", "--", helperBin, "0"}
 		}},
+		{name: "unknown signal", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--signal", "NOSUCH", "--", helperBin, "0"}
+		}},
+		{name: "signal zero", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--signal", "0", "--", helperBin, "0"}
+		}},
 		{name: "bogus on-lost", stderr: "--on-lost", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--on-lost", "bogus", "--", helperBin, "0"}
 		}},

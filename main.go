@@ -165,7 +165,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
 		staleFlag(),
 		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none"},
-		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "after SIGTERM, SIGKILL the command's group this much later"},
+		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
+		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP"},
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
@@ -318,11 +319,16 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if o.Slug == "" {
 		o.Slug = lock.SafeName(filepath.Base(argv[0]))
 	}
+	sig, err := signals.Parse(c.String("signal"))
+	if err != nil {
+		return failed("--signal: %v", err)
+	}
 	cfg := supervisor.Config{
 		Lock:           o,
 		Wait:           c.Duration("wait"),
 		Argv:           argv,
 		Timeout:        c.Duration("timeout"),
+		TimeoutSignal:  sig,
 		KillAfter:      c.Duration("kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,

@@ -73,7 +73,16 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// Timeout is the longest run of the child; 0 is none.
 	Timeout time.Duration
-	// KillAfter is the grace between SIGTERM and SIGKILL to the group.
+	// TimeoutSignal is the first signal the job's group gets at Timeout;
+	// nil means SIGTERM. SIGKILL kills the job at once; any other is
+	// followed by SIGKILL after KillAfter. On Unix every signal sent is
+	// followed by SIGCONT, so that a stopped job acts on it. On Windows
+	// the job gets CTRL_BREAK_EVENT whatever the signal, but for SIGKILL
+	// (its Job Object is terminated at once). signals.Parse reads one as
+	// users write it.
+	TimeoutSignal os.Signal
+	// KillAfter is the grace between the first signal to the group (at
+	// Timeout, a forwarded one, the lock lost) and SIGKILL.
 	KillAfter time.Duration
 	// ContinueOnLost lets the job finish when the lock is lost while it
 	// runs; by default the job is stopped, so that two jobs never share
@@ -113,6 +122,9 @@ func (cfg Config) Validate() error {
 		if d.v < 0 {
 			return &lock.OptionError{Option: d.name, Problem: fmt.Sprintf("must not be negative, got %s", d.v)}
 		}
+	}
+	if sig := cfg.TimeoutSignal; sig != nil && signals.Of(sig) != signals.End {
+		return &lock.OptionError{Option: "signal", Problem: signals.Name(sig) + " does not end a job"}
 	}
 	return cfg.backend().Check(cfg.Lock)
 }
@@ -557,8 +569,17 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 		case <-timeout:
 			timeout = nil
 			w.timedOut = true
-			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String())
-			w.stop(terminate)
+			sig := w.cfg.TimeoutSignal
+			if sig == nil {
+				sig = terminate
+			}
+			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String(), "signal", signals.Name(sig))
+			if sig == syscall.SIGKILL {
+				w.termSent = true
+				w.kill()
+				continue
+			}
+			w.stop(sig)
 		case <-lost:
 			lost = nil
 			if w.cfg.ContinueOnLost {
