@@ -470,6 +470,15 @@ func TestOwnFailuresAre125(t *testing.T) {
 		{name: "bad duration in environment", stderr: "GPUEXEC_WAIT", env: []string{"GPUEXEC_WAIT=xyz"}, args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--", helperBin, "0"}
 		}},
+		{name: "duration without a unit", stderr: `--wait: "5" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--wait", "5", "--", helperBin, "0"}
+		}},
+		{name: "duration in days", stderr: `--timeout: "1d" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--timeout", "1d", "--", helperBin, "0"}
+		}},
+		{name: "duration without a unit in environment", stderr: `GPUEXEC_WAIT: "5" is not a duration; use 5s, 20m or 1h30m`, env: []string{"GPUEXEC_WAIT=5"}, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--", helperBin, "0"}
+		}},
 		{name: "negative wait", stderr: "--wait", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--wait", "-1s", "--", helperBin, "0"}
 		}},

@@ -95,8 +95,8 @@ func getVersion() string {
 
 // usageError turns a flag parsing error into one line and status 125,
 // without the help text.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return cli.Exit(err.Error()+" (see gpuexec --help)", supervisor.ExitFailed)
+func usageError(c *cli.Context, err error, _ bool) error {
+	return cli.Exit(usageMessage(c, err), supervisor.ExitFailed)
 }
 
 func env(name string) []string { return []string{"GPUEXEC_" + name} }
