@@ -1042,3 +1042,38 @@ func contextRun(timeout time.Duration, name string, env []string, args ...string
 	}
 	return cmd.ProcessState.ExitCode(), string(out), nil
 }
+
+// A command that is not found and is named like a subcommand gets a hint on
+// its error line; it is still looked up and reported as a command (127).
+func TestTypoOfASubcommandGetsAHint(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		hint string // "": none
+	}{
+		{[]string{"stauts"}, `stauts: command not found; did you mean "gpuexec status"?`},
+		{[]string{"claer", "--force"}, `claer: command not found; did you mean "gpuexec clear"?`},
+		{[]string{"--", "statsu", "--json"}, `statsu: command not found; did you mean "gpuexec status"?`},
+		{[]string{"no-such-command-gpuexec-test"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.args[0], func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			empty := t.TempDir()
+			r := gx(t, []string{"PATH=" + empty}, append([]string{"--lock", lock}, tc.args...)...)
+			wantCode(t, r, 127)
+			if tc.hint != "" && !strings.Contains(r.stderr, tc.hint) {
+				t.Errorf("stderr lacks %q:\n%s", tc.hint, r.stderr)
+			}
+			if tc.hint == "" && strings.Contains(r.stderr, "did you mean") {
+				t.Errorf("a hint for a name like no subcommand:\n%s", r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout %q: did a subcommand run?", r.stdout)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}

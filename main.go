@@ -332,6 +332,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		KillAfter:      c.Duration("kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
+		NotFoundHint:   didYouMean(c.App.VisibleCommands()),
 	}
 	if err := cfg.Validate(); err != nil {
 		return optionFailed(err)

@@ -93,6 +93,11 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil logs nothing.
 	Logger hclog.Logger
+	// NotFoundHint, when set, is asked for a hint when the command
+	// Argv[0] is not found (status 127); what it returns, if not empty,
+	// ends the error line ("stauts: command not found; did you mean
+	// ..."). It changes nothing else.
+	NotFoundHint func(command string) string
 	// SoleJob says that this process starts no other children than the
 	// job's (the gpuexec command): every process it is left with once
 	// the job's command ends is then the job's, wherever it moved (a
@@ -141,7 +146,13 @@ func Run(ctx context.Context, cfg Config) int {
 	}
 	path, code, err := resolve(cfg.Argv[0])
 	if err != nil {
-		log.Error(err.Error())
+		msg := err.Error()
+		if code == ExitNotFound && cfg.NotFoundHint != nil {
+			if hint := cfg.NotFoundHint(cfg.Argv[0]); hint != "" {
+				msg += "; " + hint
+			}
+		}
+		log.Error(msg)
 		return code
 	}
 
