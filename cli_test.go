@@ -1077,3 +1077,55 @@ func TestTypoOfASubcommandGetsAHint(t *testing.T) {
 		})
 	}
 }
+
+// Flags given before a subcommand are its own (gpuexec --lock PATH status,
+// as git and docker users write it): status and clear act on the lock they
+// name, never on the default; one given after the subcommand wins, and the
+// command line wins over GPUEXEC_*. A flag that chooses the lock and that
+// the subcommand does not take is refused.
+func TestFlagsBeforeASubcommand(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	_, other := lockIn(t)
+	h := startHolder(t, lock)
+	held := fmt.Sprintf("held by %s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
+	cases := []struct {
+		name   string
+		env    []string
+		args   []string
+		want   int
+		stdout string // a prefix of stdout
+		stderr string // a substring of stderr
+	}{
+		{name: "status", args: []string{"--lock", lock, "status"}, stdout: held},
+		{name: "status --json", args: []string{"--lock", lock, "status", "--json"}, stdout: `{`, stderr: ""},
+		{name: "given after wins", args: []string{"--lock", lock, "status", "--lock", other}, stdout: "free"},
+		{name: "command line wins over the variable", env: []string{"GPUEXEC_LOCK=" + other}, args: []string{"--lock", lock, "status"}, stdout: held},
+		{name: "variable", env: []string{"GPUEXEC_LOCK=" + lock}, args: []string{"status"}, stdout: held},
+		{name: "job flags are let be", args: []string{"--owner", "me", "--wait", "0", "--lock", lock, "status"}, stdout: held},
+		{name: "clear", args: []string{"--lock", lock, "clear"}, want: 1, stderr: held},
+		{name: "run", env: []string{role("exit")}, args: []string{"--lock", lock, "--wait", "0", "run", "--", helperBin, "0"}, want: 75, stderr: "--wait 0"},
+		{name: "clear takes no --gpus", args: []string{"--gpus", "0", "clear", "--lock", other}, want: 125, stderr: "clear takes no --gpus"},
+		{name: "GPUEXEC_GPUS does not reach clear", env: []string{"GPUEXEC_GPUS=0"}, args: []string{"--lock", other, "clear"}, stdout: "free"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := gx(t, tc.env, tc.args...)
+			wantCode(t, r, tc.want)
+			if !strings.HasPrefix(r.stdout, tc.stdout) {
+				t.Errorf("stdout %q, want it to begin with %q", r.stdout, tc.stdout)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			if tc.want == 125 && len(lines(r.stderr)) != 1 {
+				t.Errorf("stderr is not one line:\n%s", r.stderr)
+			}
+		})
+	}
+	if m := testsupport.StatusJSON(t, long, gpuexecBin, lock); m["owner"] != holderOwner {
+		t.Errorf("the holder's lock changed: %v", m)
+	}
+	h.release()
+	wantCode(t, h.p.wait(t), 0)
+}

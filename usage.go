@@ -81,14 +81,7 @@ func flagNamed(c *cli.Context, name string) cli.Flag {
 	if c == nil {
 		return nil
 	}
-	var flags []cli.Flag
-	if c.Command != nil {
-		flags = c.Command.Flags
-	}
-	if len(flags) == 0 && c.App != nil {
-		flags = c.App.Flags
-	}
-	for _, f := range flags {
+	for _, f := range flagsOf(c) {
 		for _, n := range f.Names() {
 			if n == name {
 				return f
