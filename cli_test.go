@@ -1129,3 +1129,106 @@ func TestFlagsBeforeASubcommand(t *testing.T) {
 	h.release()
 	wantCode(t, h.p.wait(t), 0)
 }
+
+// status --check prints as usual and exits 0 when free, 1 when held by a
+// live holder, 2 when stale, 125 when the lock cannot be read; with --gpus,
+// 0 when a device is free, else 2 when one is stale, else 1.
+func TestStatusCheck(t *testing.T) {
+	t.Parallel()
+	dead := testsupport.DeadPID(t)
+	live := seedRecord(os.Getpid(), "me", "busy", "00112233aabbccdd")
+	stale := seedRecord(dead, "ghost", "old", "0123456789abcdef")
+	cases := []struct {
+		name  string
+		files map[string][]byte // in the lock's folder; nil content: a folder
+		gpus  string
+		want  int
+		out   string // a prefix of stdout
+	}{
+		{name: "free", want: 0, out: "free"},
+		{name: "held", files: map[string][]byte{"gpu.lock": live}, want: 1, out: "held by me/busy"},
+		{name: "stale", files: map[string][]byte{"gpu.lock": stale}, want: 2, out: "stale"},
+		{name: "unreadable", files: map[string][]byte{"gpu.lock": nil}, want: 125},
+		{name: "a device free", files: map[string][]byte{"gpu0.lock": live}, gpus: "0,1", want: 0, out: "GPU 0: held"},
+		{name: "every device held", files: map[string][]byte{"gpu0.lock": live, "gpu1.lock": live}, gpus: "0,1", want: 1, out: "GPU 0: held"},
+		{name: "none free, one stale", files: map[string][]byte{"gpu0.lock": live, "gpu1.lock": stale}, gpus: "0,1", want: 2, out: "GPU 0: held"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range tc.files {
+				if content == nil {
+					if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				writeLock(t, filepath.Join(dir, name), content, 0)
+			}
+			for _, asJSON := range []bool{false, true} {
+				args := []string{"status", "--check", "--lock", lock}
+				if tc.gpus != "" {
+					args = append(args, "--gpus", tc.gpus)
+				}
+				if asJSON {
+					args = append(args, "--json")
+				}
+				r := gx(t, nil, args...)
+				wantCode(t, r, tc.want)
+				if tc.want == 125 {
+					if len(lines(r.stderr)) != 1 || r.stdout != "" {
+						t.Errorf("an unreadable lock: stdout %q, stderr %q; want one line on stderr", r.stdout, r.stderr)
+					}
+					continue
+				}
+				if !asJSON && !strings.HasPrefix(r.stdout, tc.out) {
+					t.Errorf("stdout %q, want it to begin with %q", r.stdout, tc.out)
+				}
+				if asJSON && !json.Valid([]byte(r.stdout)) {
+					t.Errorf("status --json printed %q", r.stdout)
+				}
+				if r.stderr != "" {
+					t.Errorf("stderr %q", r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// status without --gpus on a lock whose devices' locks beside it are held
+// (jobs run with --gpus) says so, rather than a bare "free"; --check still
+// speaks of the lock named (0). A device lock that is not a lock is left
+// out, and never fails status.
+func TestStatusNamesDeviceLocksBeside(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	live := seedRecord(os.Getpid(), "me", "busy", "00112233aabbccdd")
+	writeLock(t, filepath.Join(dir, "gpu0.lock"), live, 0)
+	writeLock(t, filepath.Join(dir, "gpu1.lock"), seedRecord(testsupport.DeadPID(t), "ghost", "old", "0123456789abcdef"), 0)
+	writeLock(t, filepath.Join(dir, "gpu2.lock"), []byte("not a lock record, not json"), time.Hour)
+	h := startHolder(t, filepath.Join(dir, "gpu3.lock"))
+	r := gx(t, nil, "status", "--check", "--lock", lock)
+	wantCode(t, r, 0)
+	want := fmt.Sprintf("free (but per-device locks beside it are held: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n",
+		os.Getpid(), holderOwner, holderSlug, h.p.pid())
+	if r.stdout != want {
+		t.Errorf("status printed\n%q, want\n%q\nstderr:\n%s", r.stdout, want, r.stderr)
+	}
+	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
+	list, _ := m["devicesBeside"].([]any)
+	if m["state"] != "free" || len(list) != 3 {
+		t.Errorf("status --json %v: want state free and 3 devicesBeside", m)
+	}
+	// With the devices named, no note: status --gpus shows them.
+	r = gx(t, nil, "status", "--lock", lock, "--gpus", "0,3")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "beside") || !strings.Contains(r.stdout, "GPU 3: held by "+holderOwner) {
+		t.Errorf("status --gpus 0,3 printed %q", r.stdout)
+	}
+	h.release()
+	wantCode(t, h.p.wait(t), 0)
+}

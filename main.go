@@ -190,7 +190,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json]\ngpuexec clear [--lock PATH] [--force]",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -218,6 +218,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Flags: subcommandFlags(
 					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
 				),
 				Before:       inheritFlags,
 				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
@@ -430,10 +431,19 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return failed("%v", err)
 	}
+	beside := devicesBeside(o)
 	if c.Bool("json") {
-		return printJSON(stdout, r.JSON())
+		if err := printJSON(stdout, jsonWithBeside(r, beside)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, describeWithBeside(r, beside))
 	}
-	fmt.Fprintln(stdout, r.Describe())
+	if c.Bool("check") {
+		if code := checkStatus(r); code != 0 {
+			return cli.Exit("", code)
+		}
+	}
 	return nil
 }
 
