@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1231,4 +1232,131 @@ func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	}
 	h.release()
 	wantCode(t, h.p.wait(t), 0)
+}
+
+// --help shows durations as DURATION, says that a forwarded Ctrl+C or
+// SIGTERM also ends in SIGKILL after --kill-after, lists the exit statuses
+// and gives three examples; a subcommand's help says that flags may come
+// before it.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := gx(t, nil, "--help")
+	wantCode(t, r, 0)
+	for _, s := range []string{
+		"--wait DURATION", "--timeout DURATION", "--kill-after DURATION", "(default: 2h30m)",
+		"--signal NAME", "forwarded Ctrl+C, SIGTERM or SIGHUP",
+		"EXIT STATUS:", "124", "75", "125", "126, 127", "128+N", "130, 143", "status --check: 0 free, 1 held, 2 stale",
+		"EXAMPLES:", "completion",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("--help lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "DURATION value") || strings.Contains(r.stdout, "--wait value") {
+		t.Errorf("--help shows a duration as value:\n%s", r.stdout)
+	}
+	_, examples, _ := strings.Cut(r.stdout, "EXAMPLES:\n")
+	if n := len(lines(examples)); n != 3 {
+		t.Errorf("--help gives %d examples, want 3:\n%s", n, examples)
+	}
+	for _, sub := range []string{"status", "clear", "run"} {
+		r := gx(t, nil, sub, "--help")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, "Flags may also come before the subcommand") {
+			t.Errorf("%s --help does not say flags may come before it:\n%s", sub, r.stdout)
+		}
+	}
+}
+
+// --version prints the version and, when the binary was built in a git
+// checkout, its VCS revision from the build info.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	bin := gpuexecBin
+	// go build records the revision only in a checkout with a .git
+	// folder (not in a git worktree, whose .git is a file) and where
+	// -buildvcs is not false (GOFLAGS may say so): build one for this.
+	checkout := false
+	if fi, err := os.Stat(".git"); err == nil && fi.IsDir() && os.Getenv("GPUEXEC_TEST_BINARY") == "" {
+		if _, err := exec.LookPath("git"); err == nil {
+			checkout = true
+		}
+	}
+	if checkout {
+		bin = filepath.Join(t.TempDir(), "gpuexec-vcs")
+		cmd := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".")
+		cmd.Env = testsupport.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build -buildvcs=true: %v\n%s", err, out)
+		}
+	}
+	r := startProc(t, exec.Command(bin, "--version")).wait(t)
+	wantCode(t, r, 0)
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gpuexec " + versionString("", bi) + "\n"; r.stdout != want {
+		t.Errorf("--version printed %q, want %q", r.stdout, want)
+	}
+	if !checkout {
+		t.Logf("not built in a git checkout with a .git folder: --version %q, the revision is not checked", r.stdout)
+		return
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	if rev := strings.TrimSpace(string(head)); len(rev) < 12 || !strings.Contains(r.stdout, "(rev "+rev[:12]) {
+		t.Errorf("--version printed %q, want the revision %.12s", r.stdout, rev)
+	}
+}
+
+// gpuexec completion SHELL prints a script for each shell; a shell that is
+// installed here checks its syntax; fish (static) completes a subcommand.
+func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		shell string
+		has   string
+		check []string // a syntax check, run with the script's path added
+	}{
+		{"bash", "complete -o bashdefault -o default -F _gpuexec_complete gpuexec", []string{"bash", "-n"}},
+		{"zsh", "#compdef gpuexec", []string{"zsh", "-n"}},
+		{"fish", "complete -c gpuexec", []string{"fish", "-n"}},
+		{"powershell", "Register-ArgumentCompleter -Native -CommandName gpuexec, gpuexec.exe", []string{"pwsh", "-NoProfile", "-NonInteractive", "-File"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.shell, func(t *testing.T) {
+			t.Parallel()
+			r := gx(t, nil, "completion", tc.shell)
+			wantCode(t, r, 0)
+			if !strings.Contains(r.stdout, tc.has) || strings.Contains(r.stdout, "`") {
+				t.Errorf("completion %s lacks %q (or has a backquote):\n%s", tc.shell, tc.has, r.stdout)
+			}
+			if _, err := exec.LookPath(tc.check[0]); err != nil {
+				t.Logf("no %s here: syntax not checked", tc.check[0])
+				return
+			}
+			script := filepath.Join(t.TempDir(), "completion."+tc.shell)
+			if err := os.WriteFile(script, []byte(r.stdout), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append(slices.Clone(tc.check[1:]), script)
+			if out, err := exec.Command(tc.check[0], args...).CombinedOutput(); err != nil {
+				t.Errorf("%v: %v\n%s", append(tc.check[:1], args...), err, out)
+			}
+			if tc.shell == "fish" {
+				out, err := exec.Command("fish", "--no-config", "-c", "source "+script+"; complete -C 'gpuexec stat'").CombinedOutput()
+				if err != nil || !strings.HasPrefix(string(out), "status\t") {
+					t.Errorf("fish completes gpuexec stat as %q (%v), want status", out, err)
+				}
+			}
+		})
+	}
+	r := gx(t, nil, "completion", "tcsh")
+	wantCode(t, r, 125)
+	if len(lines(r.stderr)) != 1 {
+		t.Errorf("completion tcsh: stderr %q, want one line", r.stderr)
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -546,4 +548,66 @@ func TestTimeoutSignal(t *testing.T) {
 			wantOnlyGuard(t, dir)
 		})
 	}
+}
+
+// The bash completion script, driven as bash drives it: it completes
+// subcommands and flags by asking gpuexec, and never runs gpuexec with the
+// words after "--" (the job), nor runs a job at all.
+func TestBashCompletion(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	r := gx(t, nil, "completion", "bash")
+	wantCode(t, r, 0)
+	script := filepath.Join(t.TempDir(), "gpuexec.bash")
+	if err := os.WriteFile(script, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, lock := lockIn(t)
+	mark := filepath.Join(t.TempDir(), "the-job-ran")
+	touch := "touch " + mark
+	cases := []struct {
+		words []string // after gpuexec; the last is the word completed
+		want  []string // among the completions
+		none  bool     // no completions at all
+	}{
+		{words: []string{"st"}, want: []string{"status"}},
+		{words: []string{""}, want: []string{"run", "status", "clear", "completion"}},
+		{words: []string{"status", "--lo"}, want: []string{"--lock"}},
+		{words: []string{"--lock", lock, "cl"}, want: []string{"clear"}},
+		{words: []string{"--"}, want: []string{"--lock", "--wait", "--signal"}},
+		{words: []string{"--lock", ""}, none: true}, // a file name, from bash
+		{words: []string{"completion", ""}, want: []string{"bash", "zsh", "fish", "powershell"}},
+		{words: []string{"--", "ech"}, want: []string{"echo"}},
+		{words: []string{"--lock", lock, "--", "sh", "-c", touch, ""}, none: true},
+		{words: []string{"--lock", lock, "--", "sh", "-c", touch, "--"}, none: true},
+		{words: []string{"--lock", lock, "sh", "-c", touch, ""}},
+		{words: []string{"--lock", lock, "run", "sh", "-c", touch, "-"}},
+	}
+	for _, tc := range cases {
+		words := append([]string{gpuexecBin}, tc.words...)
+		args := append([]string{"--norc", "--noprofile", "-c",
+			`source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpuexec_complete; printf '%s\n' "${COMPREPLY[@]}"`,
+			script}, words...)
+		cmd := exec.Command("bash", args...)
+		cmd.Env = testsupport.Env()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", tc.words, err, out)
+		}
+		got := lines(strings.TrimSpace(string(out)))
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("completing %q: %q lacks %q", tc.words, got, w)
+			}
+		}
+		if tc.none && len(got) > 0 {
+			t.Errorf("completing %q: %q, want none", tc.words, got)
+		}
+		if _, err := os.Stat(mark); err == nil {
+			t.Fatalf("completing %q ran the job", tc.words)
+		}
+	}
+	wantNoLock(t, lock)
 }

@@ -84,13 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func getVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
+	bi, _ := debug.ReadBuildInfo()
+	return versionString(version, bi)
 }
 
 // usageError turns a flag parsing error into one line and status 125,
@@ -187,7 +182,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 		}
 		return runJob(c, argv, stderr)
 	}
-	return &cli.App{
+	return withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
 		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
@@ -196,6 +191,10 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Flags:     runFlags(),
 		Action:    runAction,
+		// Help: placeholders, durations, signals, exit statuses and
+		// examples (help.go); completion: the completion subcommand.
+		CustomAppHelpTemplate: cli.AppHelpTemplate + helpTail,
+		EnableBashCompletion:  true,
 		// Errors are printed once, by run.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
@@ -236,8 +235,9 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
 				OnUsageError: usageError,
 			},
+			completionCommand(stdout),
 		},
-	}
+	})
 }
 
 // noArgs refuses stray arguments of status and clear, and a "--" given to
