@@ -9,16 +9,8 @@ import (
 	"strings"
 )
 
-// ExistingDevices names the devices whose lock files exist beside path, as
-// Options.Devices names them (gpu.lock: gpu0.lock is device "0",
-// gpuGPU-8f2c.lock device "GPU-8f2c"), in order (0, 1, 2, ..., 10, then
-// other names): what jobs run with --gpus hold while the plain lock at
-// path stays free. Only regular files whose names a device could have
-// count (symbolic links and everything else in the folder are skipped,
-// never followed or opened); names that differ only in case count once;
-// at most 64 are returned. A folder that does not exist has none. The
-// folder is resolved as for every lock (see FolderError).
-func ExistingDevices(path string) ([]string, error) {
+// existingDevices is ExistingDevices (see lock.go).
+func existingDevices(path string) ([]string, error) {
 	abs, err := resolve(path)
 	if err != nil {
 		return nil, err
