@@ -50,7 +50,10 @@ func inheritFlags(c *cli.Context) error {
 	parent := lineage[1]
 	for _, f := range c.Command.Flags {
 		name := f.Names()[0]
-		if isHelpFlag(name) || c.IsSet(name) || flagNamed(parent, name) == nil {
+		// Only values given (before the subcommand, or by a variable):
+		// the defaults are the same, and IsSet stays true only for
+		// what was given.
+		if isHelpFlag(name) || c.IsSet(name) || flagNamed(parent, name) == nil || !parent.IsSet(name) {
 			continue
 		}
 		if err := c.Set(name, fmt.Sprint(parent.Value(name))); err != nil {
