@@ -21,10 +21,11 @@ func init() {
 
 // placeholders name what the flags whose usage names nothing take.
 var placeholders = map[string]string{
-	"owner":     "NAME",
-	"slug":      "NAME",
-	"on-lost":   "stop|continue",
-	"log-level": "LEVEL",
+	"owner":      "NAME",
+	"slug":       "NAME",
+	"on-lost":    "stop|continue",
+	"log-level":  "LEVEL",
+	"nvidia-smi": "PATH",
 }
 
 var durationDefaultRE = regexp.MustCompile(`\(default: ([0-9hms.]+)\)`)
@@ -85,6 +86,7 @@ EXIT STATUS:
    the command's    the command exited
    128+N            the command died of signal N (137: SIGKILL)
    124              the command was stopped at --timeout (whatever --signal)
+   123              a --share job used more video memory than its budget (--vram-enforce)
    75               deferred: gave up waiting for the lock (--wait); not a failure, try again later
    125              gpuexec failed: bad flags or environment, unusable lock, lock lost (one line)
    126, 127         COMMAND found but not executable, or not found (no lock taken)

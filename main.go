@@ -112,7 +112,7 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64)"}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64; default: those nvidia-smi lists)"}
 }
 
 // devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
@@ -121,6 +121,9 @@ func devices(c *cli.Context) ([]string, error) {
 	list := c.String("gpus")
 	if list == "" {
 		return nil, nil
+	}
+	if list == "all" && !c.IsSet("gpu-count") {
+		return discovered(c)
 	}
 	if list == "all" && c.Int("gpu-count") <= 0 {
 		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
@@ -150,7 +153,7 @@ func optionFailed(err error) error {
 }
 
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		lockFlag(),
 		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
 		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
@@ -165,13 +168,15 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
+		vramFlag(), nvidiaSMIFlag(),
+	}, append(shareFlags(), []cli.Flag{
 		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
 		&cli.IntFlag{Name: "log-max-age", Value: 30, EnvVars: env("LOG_MAX_AGE"), Usage: "delete rotated --log files older than this many `DAYS` (0 keeps all)"},
 		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "trace, debug, info, warn, error or off"},
-	}
+	}...)...)
 }
 
 func newApp(child []string, stdout, stderr io.Writer) *cli.App {
@@ -215,7 +220,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Usage:       "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Description: inheritNote,
 				Flags: subcommandFlags(
-					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), reserveFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
 				),
@@ -326,6 +331,18 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if o.Slug == "" {
 		o.Slug = lock.SafeName(filepath.Base(argv[0]))
 	}
+	vram, err := vramOf(c)
+	if err != nil {
+		return err
+	}
+	src, err := gpuSource(c, vram)
+	if err != nil {
+		return err
+	}
+	reserve, err := reserveOf(c)
+	if err != nil {
+		return err
+	}
 	sig, err := signals.Parse(c.String("signal"))
 	if err != nil {
 		return failed("--signal: %v", err)
@@ -340,8 +357,16 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
 		NotFoundHint:   didYouMean(c.App.VisibleCommands()),
+		VRAM:           vram,
+		GPU:            src,
+		Share:          c.Bool("share"),
+		Reserve:        reserve,
+		VRAMEnforce:    c.Bool("vram-enforce"),
 	}
 	if err := cfg.Validate(); err != nil {
+		return optionFailed(err)
+	}
+	if err := cfg.CheckGPUs(context.Background()); err != nil {
 		return optionFailed(err)
 	}
 	logger, closeLog, err := newLogger(c, stderr)
@@ -431,13 +456,34 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return failed("%v", err)
 	}
+	cards, gerr := statusCards(c, o)
+	var ec cli.ExitCoder
+	if errors.As(gerr, &ec) {
+		return gerr
+	}
+	reserve, err := reserveOf(c)
+	if err != nil {
+		return err
+	}
 	beside := devicesBeside(o)
+	m := jsonWithBeside(r, beside)
+	rooms := shareRooms(r, m, cards, reserve)
 	if c.Bool("json") {
-		if err := printJSON(stdout, jsonWithBeside(r, beside)); err != nil {
+		switch {
+		case gerr != nil:
+			m["gpusError"] = gerr.Error()
+		case cards != nil:
+			m["gpus"] = cards
+		}
+		if err := printJSON(stdout, m); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintln(stdout, describeWithBeside(r, beside))
+		printCards(stdout, cards, gerr)
+		for _, l := range rooms {
+			fmt.Fprintln(stdout, l)
+		}
 	}
 	if c.Bool("check") {
 		if code := checkStatus(r); code != 0 {

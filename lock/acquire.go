@@ -7,12 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // The acquisition core: one path for a single lock and for a device set (a
@@ -37,6 +39,17 @@ type place struct {
 	// freeSince is when this waiter, behind the head, first found a
 	// lock it waits for free and not taken; zero when it did not.
 	freeSince time.Time
+	// With Options.Admit: refused are the free locks (indexes into the
+	// target's paths) the last try could have taken but for Admit, which
+	// is asked about them next; admitted are those Admit let through,
+	// for the next try only; why is what Admit said was in the way, until
+	// a try finds nothing to ask about.
+	refused  []int
+	admitted []bool
+	why      string
+	// admittedWith are, per lock, the sharers' budgets Admit was told
+	// of (Options.AdmitShare).
+	admittedWith []int64
 }
 
 func (pl *place) seq() uint64 {
@@ -61,7 +74,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			"waited", fmtAge(time.Since(start)))
 	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
-	h, seen, err := attempt(ctx, o, t, pl)
+	h, seen, err := attemptAdmitted(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectAll(o, t)
@@ -99,7 +112,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	defer poll.Stop()
 	for {
 		last := seen
-		h, seen, err = attempt(ctx, o, t, pl)
+		h, seen, err = attemptAdmitted(ctx, o, t, pl)
 		pl.pass = 0
 		if seen == nil {
 			seen = last // a try cut short by ctx saw nothing new
@@ -109,7 +122,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 				if seen == nil {
 					seen, _ = inspectAll(o, t)
 				}
-				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 			}
 			return nil, err
 		}
@@ -119,12 +132,16 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			return h, nil
 		}
 		if now := time.Now(); !now.Before(nextReport) {
-			o.Logger.Info(waitingLine(seen, pl.pos), "path", o.Path, "waited", fmtAge(now.Sub(start)))
+			line := waitingLine(seen, pl.pos)
+			if pl.why != "" {
+				line = admitLine(pl.why, pl.pos)
+			}
+			o.Logger.Info(line, "path", o.Path, "waited", fmtAge(now.Sub(start)))
 			nextReport = now.Add(o.Report)
 		}
 		poll.Reset(o.Poll)
 		if !waitForChange(ctx, o, seen, pl, wk, poll) {
-			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Err: ctx.Err()}
+			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)
 	}
@@ -178,6 +195,11 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	}
 	seq := pl.seq()
 	head := pl.pos <= 1 || seq == 0
+	if pl.why != "" {
+		// Free locks that Admit refused: ask again a moment later,
+		// tending the ticket so that those behind do not pass.
+		return pl.awaitAdmission(ctx, poll)
+	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
 	if head {
@@ -317,6 +339,12 @@ func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
 		if fi, err := os.Stat(filepath.Dir(pl.q.anchor)); err == nil && fi.ModTime().Before(now) {
 			pl.freeSince = fi.ModTime()
 		}
+	}
+	// A head that leaves the lock free on purpose (Options.Admit refused
+	// it: not enough free video memory) tends its ticket: it is passed
+	// only a grace after its last touch, that is, once it stopped.
+	if tended := pl.tendedAhead(); tended.After(pl.freeSince) && !tended.After(now) {
+		pl.freeSince = tended
 	}
 	k := max(pl.pos-1, 1)
 	if at := pl.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
@@ -534,15 +562,23 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		}
 		var free []int
 		for i, st := range seen {
-			if st.State == StateFree {
+			if st.State == StateFree || (o.ShareMiB > 0 && joinable(st)) {
 				free = append(free, i)
 			}
+		}
+		if (o.Admit != nil || o.ShareMiB > 0) && before <= pl.pass {
+			free = pl.admit(o, free, seen)
 		}
 		if before > pl.pass || len(free) < t.need {
 			releaseGuards(guards)
 			return nil, seen, nil
 		}
-		h, err := create(o, t, free[:t.need])
+		// A sharer joins shared devices before it takes a free one:
+		// sharers pack, leaving whole devices for those who need one.
+		slices.SortStableFunc(free, func(a, b int) int {
+			return boolRank(seen[b].State != StateFree) - boolRank(seen[a].State != StateFree)
+		})
+		h, err := create(o, t, free[:t.need], seen)
 		releaseGuards(guards)
 		if errors.Is(err, os.ErrExist) {
 			continue // someone outside the queue (the Node tool) was faster
@@ -605,10 +641,16 @@ func releaseGuards(guards []*guard) {
 // create takes the locks t.paths[idx...], all or none: for each, the
 // liveness lock, then the record. Call with every guard held and the locks
 // settled free.
-func create(o Options, t target, idx []int) (*Held, error) {
+func create(o Options, t target, idx []int, seen []*Status) (*Held, error) {
 	h := &Held{o: o, lost: lost.New()}
 	for _, i := range idx {
-		l, err := createOne(o, t.paths[i], h.lost)
+		var l *fileLock
+		var err error
+		if o.ShareMiB > 0 && seen[i].State != StateFree {
+			l, err = joinOne(o, seen[i], h.lost)
+		} else {
+			l, err = createOne(o, t.paths[i], h.lost)
+		}
 		if err != nil {
 			// Roll back under the guards the caller holds.
 			for _, got := range h.locks {
@@ -629,6 +671,14 @@ func create(o Options, t target, idx []int) (*Held, error) {
 // its record.
 func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 	info := newInfo(o)
+	if o.ShareMiB > 0 {
+		live, sh, err := createShared(o, path, info)
+		if err != nil {
+			return nil, err
+		}
+		o.Path = path
+		return newFileLock(o, info, live, sh, ls), nil
+	}
 	live, err := takeLive(path, info.Token)
 	if err != nil {
 		return nil, err
@@ -638,7 +688,26 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 		return nil, err
 	}
 	o.Path = path
-	return newFileLock(o, info, live, ls), nil
+	return newFileLock(o, info, live, nil, ls), nil
+}
+
+// joinOne joins, as a sharer, the shared lock seen as st (settled under
+// the guards held).
+func joinOne(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+	live, sh, err := joinShared(o, st)
+	if err != nil {
+		return nil, err
+	}
+	info := *st.Info
+	o.Path = st.Path
+	return newFileLock(o, &info, live, sh, ls), nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // refuseNonLock refuses, before anything is created beside it (the guard,
@@ -703,6 +772,9 @@ func settle(o Options, path string) (*Status, error) {
 		}
 		judge(st, time.Now(), o.Stale, osProber{lockPath: path})
 		if st.State == StateHeld {
+			if st.Info != nil && st.Info.Share {
+				st.Sharers = listSharers(path, true)
+			}
 			return st, nil
 		}
 		err = removeIfSame(path, st)
@@ -769,6 +841,9 @@ func inspectOne(path string, stale time.Duration) (*Status, error) {
 	}
 	if st.State != StateFree {
 		judge(st, time.Now(), stale, osProber{lockPath: path})
+		if st.State == StateHeld && st.Info != nil && st.Info.Share {
+			st.Sharers = listSharers(path, false)
+		}
 	} else if busy := findOrphan(path); busy != nil {
 		st = busy
 	}
@@ -820,4 +895,175 @@ func clearOne(o Options, force bool) (*Status, error) {
 	}
 	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
+}
+
+// admitEvery is how often a caller whose free locks Options.Admit refused
+// asks again.
+const admitEvery = time.Second
+
+// tendEvery is how often such a caller touches its ticket while it asks
+// and between asks: well within headGrace, so that the waiters behind see
+// a head that waits on purpose, not one that stopped (see passHeads).
+const tendEvery = 500 * time.Millisecond
+
+// attemptAdmitted is attempt with Options.Admit: a try that found free
+// locks it could take but for Admit asks Admit about them, outside every
+// guard, and tries again with those admitted. pl.why keeps what Admit said
+// while it refuses.
+func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+	pl.refused, pl.admitted, pl.admittedWith = nil, nil, nil
+	h, seen, err := attempt(ctx, o, t, pl)
+	if err != nil || h != nil || len(pl.refused) == 0 {
+		if err == nil {
+			pl.why = ""
+		}
+		return h, seen, err
+	}
+	names := make([]string, len(pl.refused))
+	for k, i := range pl.refused {
+		if t.names != nil {
+			names[k] = t.names[i]
+		}
+	}
+	stop := pl.tend()
+	var ok []bool
+	var why string
+	pl.admittedWith = make([]int64, len(t.paths))
+	if o.ShareMiB > 0 {
+		cands := make([]Candidate, len(pl.refused))
+		for k, i := range pl.refused {
+			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers}
+			pl.admittedWith[i], _ = Budget(seen[i].Sharers)
+		}
+		ok, why = o.AdmitShare(ctx, cands)
+	} else {
+		ok, why = o.Admit(ctx, names)
+	}
+	stop()
+	if ctx.Err() != nil {
+		return nil, seen, ctx.Err()
+	}
+	pl.admitted = make([]bool, len(t.paths))
+	n := 0
+	for k, i := range pl.refused {
+		if k < len(ok) && ok[k] {
+			pl.admitted[i] = true
+			n++
+		}
+	}
+	if n < len(pl.refused) && why == "" {
+		why = "a free GPU to be admitted"
+	}
+	pl.why = why
+	if n < t.need {
+		return nil, seen, nil
+	}
+	pl.refused = nil
+	h, again, err := attempt(ctx, o, t, pl)
+	pl.admitted, pl.admittedWith = nil, nil
+	if again != nil {
+		seen = again
+	}
+	if err == nil && (h != nil || len(pl.refused) == 0) {
+		pl.why = ""
+	}
+	return h, seen, err
+}
+
+// admit keeps of the free locks (and, for a sharer, the shared ones) those
+// Admit let through for this try, noting the others in pl.refused. A shared
+// lock whose sharers' budgets grew since Admit was asked is asked about
+// again.
+func (pl *place) admit(o Options, free []int, seen []*Status) []int {
+	if o.ShareMiB > 0 && o.AdmitShare == nil {
+		return free
+	}
+	var ok []int
+	pl.refused = pl.refused[:0]
+	for _, i := range free {
+		used, known := Budget(seen[i].Sharers)
+		grew := !known || (i < len(pl.admittedWith) && used > pl.admittedWith[i])
+		if i < len(pl.admitted) && pl.admitted[i] && !grew {
+			ok = append(ok, i)
+		} else {
+			pl.refused = append(pl.refused, i)
+		}
+	}
+	return ok
+}
+
+// tend touches pl's ticket every tendEvery until the returned stop is
+// called (a no-op without a ticket).
+func (pl *place) tend() (stop func()) {
+	tk := pl.tk
+	if tk == nil {
+		return func() {}
+	}
+	osfile.Touch(tk.f, time.Now())
+	end, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(tendEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-end:
+				return
+			case now := <-t.C:
+				osfile.Touch(tk.f, now)
+			}
+		}
+	}()
+	return func() {
+		close(end)
+		<-done
+	}
+}
+
+// awaitAdmission is waitForChange for a caller whose free locks Admit
+// refused: it asks again after admitEvery (or at the poll), tending its
+// ticket meanwhile. It returns false when ctx ends.
+func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer) bool {
+	stop := pl.tend()
+	defer stop()
+	t := time.NewTimer(admitEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-poll.C:
+	}
+	return true
+}
+
+// tendedAhead is the latest time a live rival waiter ahead of pl touched
+// its ticket (zero when none is known).
+func (pl *place) tendedAhead() time.Time {
+	var latest time.Time
+	tickets, err := listTickets(pl.q.anchor)
+	if err != nil {
+		return latest
+	}
+	seq := pl.seq()
+	for _, t := range tickets {
+		if t.seq >= seq || !pl.q.rival(t) {
+			continue
+		}
+		if fi, err := os.Lstat(t.path); err == nil && fi.ModTime().After(latest) && ticketAlive(t.path) {
+			latest = fi.ModTime()
+		}
+	}
+	return latest
+}
+
+// admitLine is the waiting line while Admit refuses: "waiting for 10.0 GiB
+// on GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under gpuexec
+// (position 1 in queue)".
+func admitLine(why string, pos int) string {
+	s := "waiting for " + why
+	if pos > 0 {
+		s += fmt.Sprintf(" (position %d in queue)", pos)
+	}
+	return s
 }

@@ -37,6 +37,9 @@ type fileLock struct {
 	o    Options // o.Path is this lock file
 	info *Info
 	live *liveLock
+	// share is a sharer's sidecar (Options.ShareMiB); nil for a holder
+	// that has the lock alone. info is then the shared record as joined.
+	share *shareHold
 
 	mu       sync.Mutex
 	released atomic.Bool
@@ -54,11 +57,12 @@ type fileLock struct {
 	beatEnded context.CancelFunc
 }
 
-func newFileLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLock {
+func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal) *fileLock {
 	h := &fileLock{
-		o:    o,
-		info: info,
-		live: live,
+		o:     o,
+		info:  info,
+		live:  live,
+		share: share,
 
 		lost: ls,
 		stop: make(chan struct{}),
@@ -112,6 +116,11 @@ func (h *fileLock) heartbeat() {
 			return
 		case <-t.C:
 		case <-self.C:
+			if h.share != nil {
+				if err := h.adopt(); err != nil && h.beat.Err() == nil {
+					h.o.Logger.Debug("could not name this sharer in the shared record", "path", h.o.Path, "error", err)
+				}
+			}
 			if !h.moved() {
 				continue
 			}
@@ -185,7 +194,10 @@ func (h *fileLock) isOurs(st *Status) error {
 	if st.State == StateFree {
 		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
-	if st.Info == nil || st.Info.Token != h.info.Token || st.Info.PID != h.info.PID {
+	if h.share != nil && st.Info != nil && st.Info.Share && st.Info.Token == h.info.Token {
+		return nil // a shared record names any of its sharers
+	}
+	if st.Info == nil || st.Info.Token != h.info.Token || st.Info.PID != h.info.PID || h.share != nil {
 		return fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
 	}
 	return nil
@@ -222,6 +234,9 @@ func (h *fileLock) touch() error {
 // recordChild writes the process group of the job run under the lock into
 // the record (childPgid). It also counts as a heartbeat.
 func (h *fileLock) recordChild(pgid int) error {
+	if h.share != nil {
+		return h.noteShare(func(s *Sharer) { s.ChildPGID = pgid })
+	}
 	return h.underGuard(context.Background(), func() error {
 		if _, err := h.ours(); err != nil {
 			return err
@@ -264,8 +279,14 @@ func (h *fileLock) release() error {
 	// sweep), and the next holder must not have to wait for it. A judge
 	// without the guard that looks in between finds the record with its
 	// liveness file gone and this process alive: held.
-	h.live.release()
-	removed, err := h.removeRecord()
+	var removed bool
+	var err error
+	if h.share != nil {
+		removed, err = h.leaveGuarded()
+	} else {
+		h.live.release()
+		removed, err = h.removeRecord()
+	}
 	// The guard goes before the log line: the next holder, woken by the
 	// removal, is waiting for it.
 	g.release()
@@ -290,6 +311,10 @@ func (h *fileLock) stopHeartbeat() bool {
 // removeGuarded removes the record if it is still ours, then the liveness
 // lock. Call with the guard held (or not to be had).
 func (h *fileLock) removeGuarded() error {
+	if h.share != nil {
+		_, err := h.leaveGuarded()
+		return err
+	}
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
 	_, err := h.removeRecord()

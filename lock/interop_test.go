@@ -859,3 +859,54 @@ func TestInteropMixedContention(t *testing.T) {
 	}
 	t.Logf("%d sections (%d go, %d node) in %s", goDone.Load()+int64(nodeDone), goDone.Load(), nodeDone, time.Since(start).Round(time.Millisecond))
 }
+
+// TestInteropNodeWaitsForSharers: while sharers (Options.ShareMiB) hold a
+// device together, the lock file is one seed record the Node tool reads as
+// a live holder: it waits while any sharer runs, also after the sharer its
+// record named has left, and takes the lock once the last one leaves.
+func TestInteropNodeWaitsForSharers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.lock")
+	share := func(slug string) *lock.Held {
+		o := goOpts(path, slug)
+		o.ShareMiB = 4096
+		h, err := lock.TryAcquire(o)
+		if err != nil {
+			t.Fatalf("sharer %s: %v", slug, err)
+		}
+		return h
+	}
+	a, b := share("a"), share("b")
+	out, _, code := runNode(t, nil, "status", path)
+	if code != 0 || !strings.Contains(out, "alive") {
+		t.Fatalf("node status of a shared lock = %q (exit %d)", out, code)
+	}
+	n := startNode(t, fastNode, "run", path, "channels", "ep13", "100")
+	eventually(t, "node to log that it waits for the sharers", func() bool {
+		return strings.Contains(n.stderrText(), fmt.Sprintf("(pid %d)", os.Getpid()))
+	})
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-n.lines:
+		t.Fatalf("node printed %q while a sharer still held the lock", l.text)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if rec := readRecord(t, path); rec["share"] != true {
+		t.Fatalf("record while one sharer is left: %v", rec)
+	}
+	before := time.Now()
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	_, acquired, _ := n.ready()
+	if acquired.UnixMilli() < before.UnixMilli() {
+		t.Fatalf("node acquired at %s, before the last sharer left at %s", acquired.Format(time.StampMilli), before.Format(time.StampMilli))
+	}
+	if code := n.wait(); code != 0 {
+		t.Fatalf("node run exited %d\nstderr: %s", code, n.stderrText())
+	}
+	if l := lockLeftovers(t, path); len(l) != 0 {
+		t.Fatalf("leftover files: %v", l)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
@@ -25,6 +26,9 @@ func livePath(lockPath, token string) string { return lockPath + liveSuffix + to
 type liveLock struct {
 	path string
 	f    *os.File
+	// shared: a shared lock of a sharer (see share.go); other sharers
+	// may hold the file too.
+	shared bool
 }
 
 // takeLive creates and exclusively locks the liveness file for token.
@@ -65,11 +69,25 @@ func (l *liveLock) release() {
 	if l == nil {
 		return
 	}
+	if l.shared {
+		// The last sharer: the file goes unless someone (a job that
+		// outlived its gpuexec) still holds it.
+		l.f.Close()
+		removeDeadLiveFile(l.path)
+		return
+	}
 	// Closed before it is removed: Windows cannot remove an open file.
 	// The record is already gone, so nobody judges this file in between.
 	osfile.Unlock(l.f)
 	l.f.Close()
 	os.Remove(l.path)
+}
+
+// drop closes a sharer's liveness file, leaving it to the other sharers.
+func (l *liveLock) drop() {
+	if l != nil {
+		l.f.Close()
+	}
 }
 
 // probeLive reports whether the liveness lock of token is held, and, when
@@ -99,16 +117,43 @@ func probeLiveFile(path string) (held, known bool, group int) {
 	if err != nil {
 		return false, false, 0
 	}
-	if ok {
-		defer osfile.Unlock(f)
-	}
 	var b [maxNote]byte
 	n, _ := f.ReadAt(b[:], 0)
 	if g, err := strconv.Atoi(string(b[:n])); err == nil && g > 0 {
 		group = g
 	}
-	return !ok, true, group
+	if !ok {
+		return true, true, group // held exclusively: a holder
+	}
+	osfile.Unlock(f)
+	// Free of exclusive holders: held in shared mode by sharers (see
+	// share.go), or free. Only an exclusive try tells; another probe's
+	// shared lock, held for microseconds, can fail it, so it is tried
+	// again a moment later before the file counts as held.
+	for try := 0; ; try++ {
+		ok, err = osfile.TryLock(f)
+		if err != nil {
+			return false, false, 0
+		}
+		if ok {
+			osfile.Unlock(f)
+			return false, true, group
+		}
+		if try == sharedProbeTries {
+			return true, true, group
+		}
+		time.Sleep(sharedProbePause)
+	}
 }
+
+// A probe that finds a liveness file free of exclusive holders tries an
+// exclusive lock up to sharedProbeTries more times, sharedProbePause
+// apart, before it takes the file as held by sharers: another judge's
+// probe holds its shared lock for a few microseconds.
+const (
+	sharedProbeTries = 2
+	sharedProbePause = 500 * time.Microsecond
+)
 
 // removeDeadLive removes token's liveness file if nobody holds its lock.
 func removeDeadLive(lockPath, token string) {

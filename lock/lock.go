@@ -118,6 +118,40 @@ type Options struct {
 	// Logger receives the waiting, acquired, stale-cleared, lost and
 	// released lines. Nil logs nothing.
 	Logger hclog.Logger
+	// Admit, when set, is asked whether free locks may be taken now (the
+	// gpuexec command asks whether the device has the free video memory
+	// the job needs). A caller whose turn it is and that finds locks
+	// free calls it outside every guard with their device names (for a
+	// single lock, the one name ""), and takes only the devices it
+	// admits, in Devices' order. When too few are admitted the caller
+	// keeps its place at the front of the queue (those behind it do not
+	// pass it: it is not stopped, it waits), and asks again every
+	// second. Admit may take a while (a second or so: it samples the
+	// device) and must return when ctx ends. It returns, for each name,
+	// whether that device may be taken, and a line saying what is in the
+	// way, for the waiting line and WaitError.Why.
+	Admit func(ctx context.Context, devices []string) (ok []bool, why string)
+	// ShareMiB, when above 0, makes the holder a sharer with a budget of
+	// that many MiB of video memory: it may take a device whose lock is
+	// free, or join one held in shared mode by other sharers, and other
+	// sharers may join it; a holder without ShareMiB takes a device alone
+	// and never joins a shared lock. Sharers queue in the one queue, in
+	// arrival order with everyone else: a sharer behind a waiter that
+	// competes for the same device does not join a shared lock before
+	// that waiter is served. While any sharer (or its job) runs, the lock
+	// file holds one record in the seed's format with "share": true (see
+	// Info.Share), so that the seed's tool sees the device busy; it is
+	// removed when the last sharer leaves, or judged stale once none is
+	// alive (by the kernel's locks, never by a timer alone). Admit is not
+	// asked for sharers: AdmitShare is.
+	ShareMiB int64
+	// AdmitShare is Admit for a sharer: asked, as Admit is, with every
+	// device it could take now, free or held in shared mode, and the
+	// live sharers on each as read under the device's guard. A device
+	// whose sharers' budgets grew after the answer is asked about again
+	// before it is joined. Nil admits every candidate (the budgets are
+	// then recorded, not checked).
+	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
 }
 
 // Validate reports what is wrong with o's durations, names, devices and
@@ -153,6 +187,10 @@ var (
 	// ErrHeld says a live holder has the lock: from Clear without force,
 	// and in the *WaitError of a TryAcquire that met contention.
 	ErrHeld = errors.New("lock: held by a live holder")
+	// ErrRefused is in the *WaitError of a TryAcquire that found the
+	// locks it needs free but Options.Admit did not admit enough of them
+	// (WaitError.Why says why).
+	ErrRefused = errors.New("lock: free, but not admitted")
 	// ErrNotLock is returned (wrapped in a *fs.PathError) when the file
 	// at the lock path is neither a lock record nor a partly written or
 	// damaged one: the lock path names some other file, which is never
@@ -180,7 +218,10 @@ type WaitError struct {
 	Seen []*Status
 	// Waited is how long the caller waited.
 	Waited time.Duration
-	Err    error
+	// Why is what Options.Admit last said kept free locks from being
+	// taken; empty when they were held.
+	Why string
+	Err error
 }
 
 // Holder is the first lock seen that is not free (nil when none was).
@@ -200,8 +241,13 @@ func (e *WaitError) Holder() *Status {
 func (e *WaitError) Holders() string { return holders(e.Seen) }
 
 func (e *WaitError) Error() string {
-	if errors.Is(e.Err, ErrHeld) {
+	switch {
+	case errors.Is(e.Err, ErrHeld):
 		return "lock: held by " + e.Holders()
+	case errors.Is(e.Err, ErrRefused):
+		return "lock: free but not admitted: waiting for " + e.Why
+	case e.Why != "":
+		return fmt.Sprintf("lock: gave up after %s: waiting for %s: %v", fmtAge(e.Waited), e.Why, e.Err)
 	}
 	return fmt.Sprintf("lock: gave up after %s: held by %s: %v", fmtAge(e.Waited), e.Holders(), e.Err)
 }
@@ -235,7 +281,8 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 
 // TryAcquire takes the lock (or Need of the devices) if it is free or stale
 // and no waiter is queued for it, without waiting. Contention is a
-// *WaitError wrapping ErrHeld, with the locks it saw.
+// *WaitError wrapping ErrHeld, with the locks it saw, or ErrRefused when
+// they were free but Options.Admit did not admit enough of them.
 func TryAcquire(o Options) (*Held, error) {
 	o, t, err := o.withDefaults()
 	if err != nil {
@@ -246,12 +293,15 @@ func TryAcquire(o Options) (*Held, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clearGuardWait)
 	defer cancel()
-	h, seen, err := attempt(ctx, o, t, &place{q: newQueue(o.Path, t.paths)})
+	pl := &place{q: newQueue(o.Path, t.paths)}
+	h, seen, err := attemptAdmitted(ctx, o, t, pl)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, errGuardStuck(o.Path)
 	case err != nil:
 		return nil, explain(o.Path, err)
+	case h == nil && pl.why != "":
+		return nil, &WaitError{Seen: seen, Why: pl.why, Err: ErrRefused}
 	case h == nil:
 		return nil, &WaitError{Seen: seen, Err: ErrHeld}
 	}
@@ -303,6 +353,11 @@ type Info struct {
 	// any process of that group lives, the lock is alive even if gpuexec
 	// itself was killed.
 	ChildPGID int `json:"childPgid,omitempty"`
+	// Share marks a lock held in shared mode (Options.ShareMiB): the
+	// record names one of its sharers, each of which has a sidecar
+	// (see Status.Sharers). Readers that know nothing of it see a busy
+	// device, as they should.
+	Share bool `json:"share,omitempty"`
 }
 
 // State is what a lock file says about the lock.
@@ -343,6 +398,10 @@ type Status struct {
 	// Reason says why the lock is judged as it is: why it is stale, or what
 	// keeps an odd-looking lock alive. Empty for an ordinary live holder.
 	Reason string `json:"reason,omitempty"`
+
+	// Sharers are the live sharers of a lock held in shared mode
+	// (Info.Share), with their budgets; nil otherwise.
+	Sharers []Sharer `json:"sharers,omitempty"`
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the
@@ -465,15 +524,32 @@ func (h *Held) Tokens() []string {
 }
 
 // LiveFiles are the open liveness files whose kernel locks mark this holder
-// alive, one per lock held. Pass them to the processes that do the guarded
+// alive: one per lock held, and for a sharer its sidecar too. Pass them to the processes that do the guarded
 // work (exec.Cmd.ExtraFiles on Unix) and the locks stay alive, even if this
 // process is killed, for as long as any of them runs. Do not close them.
 func (h *Held) LiveFiles() []*os.File {
-	out := make([]*os.File, len(h.locks))
-	for i, l := range h.locks {
-		out[i] = l.live.f
+	var out []*os.File
+	for _, l := range h.locks {
+		out = append(out, l.live.f)
+		if l.share != nil {
+			out = append(out, l.share.f)
+		}
 	}
 	return out
+}
+
+// NoteUse records, for a sharer (Options.ShareMiB), the video memory its job
+// was last measured using, and whether that is over its budget by more
+// than the caller allows, in its sidecar, where status shows it. It does
+// nothing for a holder that is not a sharer.
+func (h *Held) NoteUse(usedMiB int64, over bool) error {
+	var errs []error
+	for _, l := range h.locks {
+		if l.share != nil {
+			errs = append(errs, l.noteShare(func(s *Sharer) { s.UsedMiB, s.Over = usedMiB, over }))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Lost is closed when a lock held was found to be no longer ours (removed,
@@ -493,7 +569,9 @@ func (h *Held) LostReason() error { return h.lost.Reason() }
 func (h *Held) NoteChild(pgid int) error {
 	var errs []error
 	for _, l := range h.locks {
-		errs = append(errs, l.live.note(pgid))
+		if l.share == nil { // a shared liveness file is every sharer's
+			errs = append(errs, l.live.note(pgid))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -91,6 +91,8 @@ func parseRecord(b []byte) (*Info, error) {
 			return nil, fmt.Errorf("%w: %s: %v", errBadRecord, key, err)
 		}
 	}
+	// Only a true "share" marks a shared lock: anything else is not one.
+	info.Share = string(fields["share"]) == "true"
 	switch {
 	case info.PID <= 0 || info.PID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: pid %d cannot name a process", errBadRecord, info.PID)

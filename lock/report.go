@@ -105,7 +105,29 @@ func (s *Status) Describe() string {
 	default:
 		b.WriteString(", alive")
 	}
+	writeSharers(&b, s)
 	return b.String()
+}
+
+// writeSharers adds, for a lock held in shared mode, the budgets line and
+// a line per sharer: "  shared: 20.0 GiB of budgets by 2 jobs" then
+// "    channels/ep12 (pid 4242): budget 10.0 GiB, using 11.2 GiB: OVER BUDGET".
+func writeSharers(b *strings.Builder, s *Status) {
+	if s.Info == nil || !s.Info.Share || s.State != StateHeld {
+		return
+	}
+	used, _ := Budget(s.Sharers)
+	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", fmtMiB(used), len(s.Sharers))
+	for _, sh := range s.Sharers {
+		who := Info{PID: sh.PID, Owner: sh.Owner, Slug: sh.Slug, Host: sh.Host}
+		fmt.Fprintf(b, "\n    %s: budget %s", who.Holder(), fmtMiB(sh.MiB))
+		if sh.UsedMiB > 0 {
+			fmt.Fprintf(b, ", using %s", fmtMiB(sh.UsedMiB))
+		}
+		if sh.Over {
+			b.WriteString(": OVER BUDGET")
+		}
+	}
 }
 
 // JSON is a lock's object in `gpuexec status --json`: the record's fields
@@ -142,6 +164,19 @@ func (s *Status) JSON() map[string]any {
 	}
 	if s.Info == nil {
 		m["content"] = string(s.Content)
+	}
+	if s.Info != nil && s.Info.Share {
+		sharers := s.Sharers
+		if sharers == nil {
+			sharers = []Sharer{}
+		}
+		m["sharers"] = sharers
+		used, known := Budget(s.Sharers)
+		if known {
+			m["budgetUsedMiB"] = used
+		} else {
+			m["budgetUsedMiB"] = nil
+		}
 	}
 	return m
 }

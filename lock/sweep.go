@@ -59,6 +59,17 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 			} else if known && remove {
 				removeDeadLiveFile(path)
 			}
+		case strings.HasPrefix(rest, shareSuffix) && validToken(rest[len(shareSuffix):]):
+			// A sharer's sidecar: a live one whose record is gone is a
+			// sharer whose job still runs (its liveness file, held too,
+			// says the same); a dead one is a leftover.
+			if _, live := readSharer(path); live {
+				if busy == nil {
+					busy = orphanStatus(lockPath, path, 0)
+				}
+			} else if remove {
+				removeDeadLiveFile(path)
+			}
 		case !remove:
 		default:
 			if pid, ok := leftoverPID(rest); ok && !proc.Alive(pid) && e.Type().IsRegular() {

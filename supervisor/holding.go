@@ -42,7 +42,7 @@ func (h fileLock) env() []string {
 	env := []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + strings.Join(h.Tokens(), ",")}
 	if devs := h.Devices(); devs != nil {
 		names := strings.Join(devs, ",")
-		env = append(env, EnvGPU+"="+names, EnvCUDA+"="+names)
+		env = append(env, EnvGPU+"="+names, EnvCUDA+"="+names, EnvDeviceOrder+"=PCI_BUS_ID")
 	}
 	return env
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -98,6 +100,32 @@ type Config struct {
 	// ends the error line ("stauts: command not found; did you mean
 	// ..."). It changes nothing else.
 	NotFoundHint func(command string) string
+	// GPU is where facts about the cards come from (nvidia-smi); nil
+	// reads none. With it, the job's peak video memory is sampled while
+	// it runs (see PeakFirst) and is in the "job exited" line.
+	GPU gpu.Source
+	// VRAM is the free video memory the job needs before it starts; 0
+	// checks none. The job starts once it holds the lock of a device
+	// whose free memory (the smaller of two readings a moment apart) is
+	// at least VRAM: with Lock.Devices the first such device in queue
+	// order, else every device the job sees (CUDA_VISIBLE_DEVICES in
+	// Env, or all). A job held up by memory keeps its place at the front
+	// of the queue. Needs GPU.
+	VRAM gpu.MiB
+	// Share makes the job a sharer with VRAM as its budget: it may run
+	// beside other sharers on a device while the sharers' budgets, the
+	// memory in use by anything else and VRAM fit in the device's total
+	// less Reserve (see lock.Options.ShareMiB for the queue and the lock
+	// file). While it runs its processes are measured every PeakEvery;
+	// one over its budget by more than the margin (see overLimit) is
+	// named in the log and in status. Needs VRAM and GPU.
+	Share bool
+	// Reserve is the memory of each device that sharers leave free; 0
+	// takes the default (see MinReserve).
+	Reserve gpu.MiB
+	// VRAMEnforce stops a sharer found over its budget as Timeout does
+	// (TERM, KillAfter, KILL); gpuexec then exits ExitOverBudget.
+	VRAMEnforce bool
 	// SoleJob says that this process starts no other children than the
 	// job's (the gpuexec command): every process it is left with once
 	// the job's command ends is then the job's, wherever it moved (a
@@ -131,6 +159,9 @@ func (cfg Config) Validate() error {
 	if sig := cfg.TimeoutSignal; sig != nil && signals.Of(sig) != signals.End {
 		return &lock.OptionError{Option: "signal", Problem: signals.Name(sig) + " does not end a job"}
 	}
+	if err := cfg.checkGPU(); err != nil {
+		return err
+	}
 	return cfg.backend().Check(cfg.Lock)
 }
 
@@ -162,8 +193,17 @@ func Run(ctx context.Context, cfg Config) int {
 	if reentrant {
 		log.Info("the GPU lock is already held for this job by "+who+"; running the command at once (reentrant)",
 			"path", cfg.Lock.Path)
-	} else if held, code = acquire(ctx, cfg); held == nil {
-		return code
+	} else {
+		switch {
+		case cfg.Share:
+			cfg.Lock.ShareMiB = int64(cfg.VRAM)
+			cfg.Lock.AdmitShare = newGate(cfg).admitShared
+		case cfg.VRAM > 0:
+			cfg.Lock.Admit = newGate(cfg).admit
+		}
+		if held, code = acquire(ctx, cfg); held == nil {
+			return code
+		}
 	}
 	// A signal that arrived as the lock was taken ends the job before it
 	// starts.
@@ -215,6 +255,9 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
 			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
 			return nil, ExitDeferred
+		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
+			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
+			return nil, ExitDeferred
 		case err != nil:
 			log.Error("cannot use the GPU lock", "error", err)
 			return nil, ExitFailed
@@ -256,6 +299,10 @@ wait:
 	switch {
 	case r.err == nil:
 		return r.held, 0
+	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded) && werr.Why != "":
+		log.Warn(fmt.Sprintf("gave up waiting for free video memory after %s: needs %s; job deferred",
+			werr.Waited.Round(time.Second), werr.Why), "path", cfg.Lock.Path)
+		return nil, ExitDeferred
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
 		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
 			werr.Waited.Round(time.Second), werr.Holders()), "path", cfg.Lock.Path)
@@ -298,6 +345,9 @@ func childEnv(cfg Config, held holding) []string {
 		base = os.Environ()
 	}
 	set := append([]string{EnvLockHeld + "=1"}, held.env()...)
+	if cfg.VRAM > 0 {
+		set = append(set, EnvVRAM+"="+strconv.FormatInt(int64(cfg.VRAM), 10))
+	}
 	env := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
 		replaced := false
@@ -422,8 +472,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
 	rec := recordChild(held, grp.id(), RecordChildAfter, log)
+	bc := newBudgetCheck(cfg, held)
+	pk := watchPeak(cfg.GPU, grp.id(), bc)
 
-	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost()}
+	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost(), overC: bc.overC()}
 	res := w.run(ctx, done)
 	w.drain()
 	term.close()
@@ -435,8 +487,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		code = ExitTimeout
 	case w.lostStop:
 		code = ExitFailed
+	case w.overStop:
+		code = ExitOverBudget
 	}
-	log.Info("job exited", "status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String())
+	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, pk.stop()...)...)
 	return code
 }
 
@@ -490,6 +544,8 @@ type watch struct {
 	term  *terminal
 	log   hclog.Logger
 	lostC <-chan struct{}
+	// overC reports a sharer's job over its budget (budgetCheck).
+	overC <-chan gpu.MiB
 
 	termSent  bool
 	killAt    time.Time
@@ -497,6 +553,7 @@ type watch struct {
 	killed    bool
 	timedOut  bool
 	lostStop  bool
+	overStop  bool
 }
 
 // stop sends sig (the graceful stop) to the group and arms the kill timer
@@ -577,6 +634,14 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 			}
 			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
 			w.stop(sig)
+		case used := <-w.overC:
+			w.overC = nil
+			if !w.cfg.VRAMEnforce {
+				continue
+			}
+			w.overStop = true
+			w.log.Error("job is over its video memory budget; stopping it (--vram-enforce)", "used_mib", int64(used), "budget_mib", int64(w.cfg.VRAM))
+			w.stop(terminate)
 		case <-timeout:
 			timeout = nil
 			w.timedOut = true

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
@@ -52,6 +53,12 @@ var (
 const jobName = "torture-job"
 
 func TestMain(m *testing.M) {
+	// Run as nvidia-smi (the fake, for the share storm), or as the share
+	// storm's job.
+	gputest.Main()
+	if os.Getenv(shareJobEnv) != "" {
+		os.Exit(shareJob())
+	}
 	os.Exit(testMain(m))
 }
 

@@ -8,7 +8,7 @@
 //
 // Per-OS files: alive_unix.go and alive_windows.go (Alive), stat_linux.go
 // (/proc: Stat, Start, Tree, Parent, GroupAlive), group_bsd.go (GroupAlive
-// by kill), start_other.go (Start and Parent through gopsutil).
+// by kill), start_other.go (Start, Parent and ReadStat through gopsutil).
 package proc
 
 import (
@@ -36,7 +36,8 @@ func HostName() string {
 // or empty (a record that names no host is taken to be from here).
 func SameHost(h string) bool { return h == "" || h == HostName() }
 
-// Stat is what /proc/PID/stat says of a process (Linux: see ReadStat).
+// Stat is what the OS says of a process (Linux: /proc/PID/stat; see
+// ReadStat).
 type Stat struct {
 	// State is the one-letter state: R running, S sleeping, T stopped,
 	// Z zombie, ...

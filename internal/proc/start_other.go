@@ -25,3 +25,19 @@ func Parent(pid int) (int, bool) {
 	ppid, err := p.Ppid()
 	return int(ppid), err == nil
 }
+
+// ReadStat reads pid's parent and name from the OS's process table; the
+// state and process group are not read here (0). ok false when the process
+// is gone.
+func ReadStat(pid int) (Stat, bool) {
+	p, err := process.NewProcess(int32(pid))
+	if err != nil {
+		return Stat{}, false
+	}
+	ppid, err := p.Ppid()
+	if err != nil {
+		return Stat{}, false
+	}
+	name, _ := p.Name()
+	return Stat{PPID: int(ppid), Comm: name}, true
+}

@@ -1,0 +1,207 @@
+package main
+
+// The flags and status lines that read the cards themselves (nvidia-smi):
+// --vram, --nvidia-smi, --gpus all without --gpu-count.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuexec/gpuexec/internal/gpu"
+	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/supervisor"
+)
+
+func nvidiaSMIFlag() cli.Flag {
+	return &cli.StringFlag{Name: "nvidia-smi", EnvVars: env("NVIDIA_SMI"), TakesFile: true,
+		Usage: "the nvidia-smi to read the GPUs with (default: found on PATH, or where the driver installs it)"}
+}
+
+func shareFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "share", EnvVars: env("SHARE"),
+			Usage: "with --vram: run beside other --share jobs on the GPU while their budgets fit (the job's budget is --vram)"},
+		reserveFlag(),
+		&cli.BoolFlag{Name: "vram-enforce", EnvVars: env("VRAM_ENFORCE"),
+			Usage: "with --share: stop the job (exit 123) when it uses more video memory than its budget"},
+	}
+}
+
+func reserveFlag() cli.Flag {
+	return &cli.StringFlag{Name: "reserve", EnvVars: env("RESERVE"),
+		Usage: "with --share: video memory sharers leave free on each GPU, `SIZE` (default: 5% of the GPU, at least 512M)"}
+}
+
+// reserveOf is --reserve in MiB (0: the default).
+func reserveOf(c *cli.Context) (gpu.MiB, error) {
+	v := c.String("reserve")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := gpu.ParseSize(v)
+	if err != nil {
+		return 0, failed("--reserve: %v", err)
+	}
+	return n, nil
+}
+
+// shareRooms adds to each shared lock's JSON object what is left to share
+// on its card ("budgetFreeMiB"), and returns the human lines, where the
+// card the lock stands for is known: a device's lock, or the one card of
+// a single lock.
+func shareRooms(r *lock.Report, m map[string]any, cards []gpu.Card, reserve gpu.MiB) []string {
+	var lines []string
+	var objs []map[string]any
+	if devs, ok := m["devices"].([]map[string]any); ok {
+		objs = devs
+	} else {
+		objs = []map[string]any{m}
+	}
+	for i, st := range r.Locks {
+		if st.Info == nil || !st.Info.Share || st.State != lock.StateHeld {
+			continue
+		}
+		var card *gpu.Card
+		for k := range cards {
+			if st.Device == "" && len(cards) == 1 || st.Device != "" && (strconv.Itoa(cards[k].Index) == st.Device || cards[k].UUID == st.Device) {
+				card = &cards[k]
+			}
+		}
+		if card == nil {
+			continue
+		}
+		ps := make([]gpu.Process, len(card.Processes))
+		for k, p := range card.Processes {
+			ps[k] = p.Process
+		}
+		room, known := supervisor.ShareRoom(card.Device, st.Sharers, ps, reserve)
+		if i < len(objs) && known {
+			objs[i]["budgetFreeMiB"] = int64(room)
+		}
+		if known {
+			used, _ := lock.Budget(st.Sharers)
+			lines = append(lines, fmt.Sprintf("GPU %d shared: %s of budgets, %s left to share", card.Index, gpu.MiB(used), max(room, 0)))
+		}
+	}
+	return lines
+}
+
+func vramFlag() cli.Flag {
+	return &cli.StringFlag{Name: "vram", EnvVars: env("VRAM"),
+		Usage: "start only when the GPU has this much free video memory, as nvidia-smi reports it: `SIZE` such as 10G, 512M or 12000MiB"}
+}
+
+// smi is the nvidia-smi to read the cards with: --nvidia-smi's (which must
+// exist), else one found on PATH or where the driver installs it; nil
+// (and no error) when there is none and none was named.
+func smi(c *cli.Context) (*gpu.SMI, error) {
+	s, err := gpu.Locate(c.String("nvidia-smi"))
+	switch {
+	case err == nil:
+		return s, nil
+	case c.String("nvidia-smi") != "":
+		return nil, failed("--nvidia-smi %q: %v", c.String("nvidia-smi"), err)
+	}
+	return nil, nil
+}
+
+// notFound says why no nvidia-smi was found.
+func notFound() error {
+	_, err := gpu.Locate("")
+	if err == nil {
+		err = gpu.ErrNoTool // it appeared meanwhile
+	}
+	return err
+}
+
+// discovered is --gpus all without --gpu-count: the devices nvidia-smi
+// lists, by index.
+func discovered(c *cli.Context) ([]string, error) {
+	const how = "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs"
+	s, err := smi(c)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, failed("%s: %v", how, notFound())
+	}
+	devs, err := s.Devices(context.Background())
+	if err != nil {
+		return nil, failed("%s: %v", how, err)
+	}
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = strconv.Itoa(d.Index)
+	}
+	return names, nil
+}
+
+// vramOf is --vram in MiB (0 without it).
+func vramOf(c *cli.Context) (gpu.MiB, error) {
+	v := c.String("vram")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := gpu.ParseSize(v)
+	if err != nil {
+		return 0, failed("--vram: %v", err)
+	}
+	return n, nil
+}
+
+// gpuSource is the job's source of GPU facts: nil when there is no
+// nvidia-smi (then --vram is refused), and an error for a --nvidia-smi
+// that names nothing.
+func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
+	s, err := smi(c)
+	switch {
+	case err != nil:
+		return nil, err
+	case s == nil && vram > 0:
+		return nil, failed("--vram needs nvidia-smi: %v", notFound())
+	case s == nil:
+		return nil, nil
+	}
+	return s, nil
+}
+
+// statusCards reads the cards for status: nil, nil without nvidia-smi.
+func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
+	s, err := smi(c)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	devs, err := s.Devices(ctx)
+	if errors.Is(err, gpu.ErrNoDevices) {
+		return []gpu.Card{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ps, err := s.Processes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gpu.Cards(devs, supervisor.Attribute(ps, o)), nil
+}
+
+// printCards adds the cards to status's human output.
+func printCards(stdout io.Writer, cards []gpu.Card, err error) {
+	switch {
+	case err != nil:
+		fmt.Fprintf(stdout, "GPUs: unknown (%v)\n", err)
+	case cards == nil:
+	case len(cards) == 0:
+		fmt.Fprintln(stdout, "GPUs: none (nvidia-smi found no GPU)")
+	default:
+		for _, card := range cards {
+			fmt.Fprintln(stdout, card.Describe())
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+)
+
+func TestMain(m *testing.M) {
+	gputest.Main()
+	os.Exit(m.Run())
+}
+
+// fake is an SMI that runs this test binary as nvidia-smi, answering from
+// a fixture the test writes.
+func fake(t *testing.T, f gputest.Fixture) *SMI {
+	t.Helper()
+	fixture := filepath.Join(t.TempDir(), "fixture.json")
+	gputest.Write(t, fixture, f)
+	t.Setenv(gputest.Env, fixture)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &SMI{Path: self}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want MiB
+		err  string
+	}{
+		{"10G", 10240, ""},
+		{"10GiB", 10240, ""},
+		{"10gb", 10240, ""},
+		{"512M", 512, ""},
+		{"12000MiB", 12000, ""},
+		{"1.5G", 1536, ""},
+		{" 2G ", 2048, ""},
+		{"10", 0, "has no unit"},
+		{"", 0, "is not a size"},
+		{"G", 0, "is not a size"},
+		{"10T", 0, "the unit must be"},
+		{"1.2.3G", 0, "is not a size"},
+		{"0G", 0, "less than 1 MiB"},
+		{"0.0001M", 0, "less than 1 MiB"},
+		{"99999999999G", 0, "larger than any GPU"},
+		{"-1G", 0, "is not a size"},
+	} {
+		got, err := ParseSize(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseSize(%q) = %d, %v; want an error with %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestMiBString(t *testing.T) {
+	for m, want := range map[MiB]string{Unknown: "unknown", 0: "0 MiB", 1023: "1023 MiB", 1024: "1.0 GiB", 17612: "17.2 GiB"} {
+		if got := m.String(); got != want {
+			t.Errorf("MiB(%d) = %q, want %q", m, got, want)
+		}
+	}
+	b, _ := json.Marshal(struct{ A, B MiB }{Unknown, 12})
+	if string(b) != `{"A":null,"B":12}` {
+		t.Errorf("JSON %s", b)
+	}
+}
+
+func TestFind(t *testing.T) {
+	devs := []Device{{Index: 0, UUID: gputest.UUID0}, {Index: 1, UUID: gputest.UUID1}}
+	for _, c := range []struct {
+		name string
+		want int // -1: none
+	}{
+		{"0", 0}, {"1", 1}, {"2", -1}, {gputest.UUID1, 1}, {"GPU-5a6c", 0}, {"gpu-9E1F", 1},
+		{"GPU-", -1}, {"", -1}, {"MIG-1234", -1},
+	} {
+		d, ok := Find(devs, c.name)
+		if (c.want < 0) == ok || (ok && d.Index != c.want) {
+			t.Errorf("Find(%q) = %d, %v; want %d", c.name, d.Index, ok, c.want)
+		}
+	}
+}
+
+func TestDevicesAndProcesses(t *testing.T) {
+	odd := gputest.RTX3080(1, gputest.UUID1, 100)
+	odd.Name = "NVIDIA GeForce RTX 3080, rev\x1b[31m"
+	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{
+		GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 9000), odd},
+		Apps: []gputest.App{
+			{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "8800"},
+			{GPU: gputest.UUID0, PID: 4712, Name: "/opt/my, odd app/bin/render", Used: "100"},
+			{GPU: gputest.UUID1, PID: 4713, Name: `C:\Program Files\Blender Foundation\Blender 4.1\blender.exe`, Used: "[N/A]"},
+			{GPU: gputest.UUID1, PID: 0, Name: "[N/A]", Used: "[N/A]"},
+		},
+	}}})
+	devs, err := s.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Device{
+		{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000}},
+		{Index: 1, UUID: gputest.UUID1, Name: "NVIDIA GeForce RTX 3080, rev?[31m", Memory: Memory{Total: 10240, Used: 100, Free: 9900}},
+	}
+	if len(devs) != 2 || devs[0] != want[0] || devs[1] != want[1] {
+		t.Fatalf("devices %+v\nwant %+v", devs, want)
+	}
+	ps, err := s.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPs := []Process{
+		{Device: gputest.UUID0, PID: 4711, Name: "python3", Used: 8800},
+		{Device: gputest.UUID0, PID: 4712, Name: "render", Used: 100},
+		{Device: gputest.UUID1, PID: 4713, Name: "blender.exe", Used: Unknown},
+	}
+	if len(ps) != len(wantPs) {
+		t.Fatalf("processes %+v", ps)
+	}
+	for i := range ps {
+		if ps[i] != wantPs[i] {
+			t.Errorf("process %d = %+v, want %+v", i, ps[i], wantPs[i])
+		}
+	}
+}
+
+func TestUnknownMemory(t *testing.T) {
+	g := gputest.RTX3080(0, gputest.UUID0, 0)
+	g.Total, g.Used, g.Free = "[Not Supported]", "[N/A]", "[N/A]"
+	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{g}}}})
+	devs, err := s.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := devs[0].Memory; m.Total.Known() || m.Used.Known() || m.Free.Known() {
+		t.Errorf("memory %+v, want all unknown", m)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	garbled := gputest.RTX3080(0, gputest.UUID0, 0)
+	garbled.Free = "lots"
+	for _, c := range []struct {
+		name    string
+		fixture gputest.Fixture
+		want    error
+		text    string
+	}{
+		{"no devices", gputest.NoDevices, ErrNoDevices, ""},
+		{"no frames", gputest.Fixture{}, ErrNoDevices, ""},
+		{"driver gone", gputest.DriverGone, ErrDriver, "couldn't communicate with the NVIDIA driver"},
+		{"other failure", gputest.Fixture{Exit: 15, Stderr: "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n"}, ErrDriver, "Unknown Error"},
+		{"garbled", gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{garbled}}}}, ErrOutput, `"lots"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, c.fixture)
+			_, err := s.Devices(context.Background())
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("error %v, want %v with %q", err, c.want, c.text)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error has several lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestHungIsAbandoned(t *testing.T) {
+	s := fake(t, gputest.Hung)
+	s.Timeout = 300 * time.Millisecond
+	began := time.Now()
+	_, err := s.Devices(context.Background())
+	if !errors.Is(err, ErrHung) {
+		t.Fatalf("error %v, want ErrHung", err)
+	}
+	// The bound is the contract; the slack is for a loaded machine.
+	if took := time.Since(began); took > s.Timeout+5*time.Second {
+		t.Errorf("took %s with a %s bound", took, s.Timeout)
+	}
+	if DefaultTimeout > 5*time.Second {
+		t.Errorf("DefaultTimeout %s is over 5s", DefaultTimeout)
+	}
+}
+
+func TestLocate(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Locate(filepath.Join(dir, "missing")); !errors.Is(err, ErrNoTool) {
+		t.Errorf("a missing --nvidia-smi: %v", err)
+	}
+	if _, err := Locate(dir); !errors.Is(err, ErrNoTool) {
+		t.Errorf("a folder as --nvidia-smi: %v", err)
+	}
+	t.Setenv("PATH", dir)
+	if s, err := Locate(""); err == nil && !strings.HasPrefix(s.Path, "/usr") {
+		t.Errorf("found %s on an empty PATH", s.Path)
+	}
+}
+
+type table struct {
+	parent map[int]int
+	group  map[int]int
+	name   map[int]string
+}
+
+func (t table) Parent(pid int) (int, bool) { p, ok := t.parent[pid]; return p, ok }
+func (t table) Group(pid int) (int, bool)  { g, ok := t.group[pid]; return g, ok }
+func (t table) Name(pid int) string        { return t.name[pid] }
+
+func TestAttribute(t *testing.T) {
+	// 100 gpuexec (holder channels/ep12) → 101 python → 102 worker;
+	// 200 a daemon that left the tree but kept the job's group 101;
+	// 300 gpuexec of another lock → 301 blender; 400 a shell → 401 python.
+	up := table{
+		parent: map[int]int{101: 100, 102: 101, 100: 1, 200: 1, 301: 300, 300: 1, 401: 400, 400: 1},
+		group:  map[int]int{101: 101, 102: 101, 200: 101, 301: 301, 401: 400},
+		name:   map[int]string{100: "gpuexec", 300: "gpuexec", 400: "bash"},
+	}
+	jobs := map[int]Job{100: {Owner: "channels", Slug: "ep12", PID: 100}}
+	groups := map[int]int{101: 100}
+	ps := []Process{{PID: 102, Name: "worker", Used: 5000}, {PID: 200, Name: "daemon", Used: 10}, {PID: 301, Name: "blender", Used: 2048}, {PID: 401, Name: "python", Used: 17612}}
+	got := Attribute(ps, jobs, groups, up)
+	want := []string{
+		"pid 102 worker (4.9 GiB) under gpuexec channels/ep12 (pid 100)",
+		"pid 200 daemon (10 MiB) under gpuexec channels/ep12 (pid 100)",
+		"pid 301 blender (2.0 GiB) under gpuexec (pid 300)",
+		"pid 401 python (17.2 GiB) not under gpuexec",
+	}
+	for i, a := range got {
+		if d := a.Describe(); d != want[i] {
+			t.Errorf("%d: %q, want %q", i, d, want[i])
+		}
+	}
+	b, _ := json.Marshal(got[3])
+	if string(b) != `{"pid":401,"name":"python","usedMiB":17612,"job":null}` {
+		t.Errorf("JSON %s", b)
+	}
+	b, _ = json.Marshal(got[0])
+	if string(b) != `{"pid":102,"name":"worker","usedMiB":5000,"job":{"owner":"channels","slug":"ep12","pid":100}}` {
+		t.Errorf("JSON %s", b)
+	}
+}
+
+func TestCards(t *testing.T) {
+	devs := []Device{{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000}}}
+	cards := Cards(devs, []Attributed{{Process: Process{Device: gputest.UUID0, PID: 7, Name: "python", Used: 8800}}, {Process: Process{Device: "GPU-other", PID: 8}}})
+	want := "GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free\n  pid 7 python (8.6 GiB) not under gpuexec"
+	if got := cards[0].Describe(); got != want {
+		t.Errorf("%q\nwant %q", got, want)
+	}
+	b, _ := json.Marshal(cards)
+	if !strings.Contains(string(b), `"memory":{"totalMiB":10240,"usedMiB":9000,"freeMiB":1000},"processes":[{"pid":7`) {
+		t.Errorf("JSON %s", b)
+	}
+}

@@ -1,0 +1,227 @@
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SMI is nvidia-smi as a Source: each call runs
+//
+//	nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits
+//
+// (or --query-compute-apps), which prints one line per device or process,
+// the fields in the order asked with ", " between them, memory in MiB.
+type SMI struct {
+	// Path is the nvidia-smi executable.
+	Path string
+	// Timeout bounds one run; 0 is DefaultTimeout. A run that takes
+	// longer is abandoned (ErrHung), even one the kernel cannot kill (a
+	// wedged driver).
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds one nvidia-smi run: a healthy one answers in well
+// under a second, on Windows too; one that takes this long is wedged.
+const DefaultTimeout = 4 * time.Second
+
+// Locate finds nvidia-smi: path when given (the --nvidia-smi flag), else
+// on PATH, else where the driver installs it (see driverPaths). The error
+// wraps ErrNoTool.
+func Locate(path string) (*SMI, error) {
+	if path != "" {
+		fi, err := os.Stat(path)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", ErrNoTool, err)
+		case fi.IsDir():
+			return nil, fmt.Errorf("%w: %s is a folder", ErrNoTool, path)
+		}
+		return &SMI{Path: path}, nil
+	}
+	if p, err := exec.LookPath("nvidia-smi"); err == nil {
+		return &SMI{Path: p}, nil
+	}
+	for _, p := range driverPaths() {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return &SMI{Path: p}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w on PATH; give its path with --nvidia-smi or GPUEXEC_NVIDIA_SMI", ErrNoTool)
+}
+
+// The fields asked, the free-text one last, so that a comma inside it
+// cannot shift the others.
+var (
+	gpuFields = []string{"index", "uuid", "memory.total", "memory.used", "memory.free", "name"}
+	appFields = []string{"gpu_uuid", "pid", "used_memory", "process_name"}
+)
+
+// Devices runs nvidia-smi --query-gpu.
+func (s *SMI) Devices(ctx context.Context) ([]Device, error) {
+	rows, err := s.query(ctx, "gpu", gpuFields)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, ErrNoDevices
+	}
+	devs := make([]Device, 0, len(rows))
+	for _, r := range rows {
+		idx, err := strconv.Atoi(r[0])
+		if err != nil || idx < 0 {
+			return nil, fmt.Errorf("%w: index %q", ErrOutput, printable(r[0]))
+		}
+		d := Device{Index: idx, UUID: printable(r[1]), Name: printable(r[5])}
+		for i, m := range []*MiB{&d.Memory.Total, &d.Memory.Used, &d.Memory.Free} {
+			if *m, err = parseMiB(r[2+i]); err != nil {
+				return nil, err
+			}
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// Processes runs nvidia-smi --query-compute-apps.
+func (s *SMI) Processes(ctx context.Context) ([]Process, error) {
+	rows, err := s.query(ctx, "compute-apps", appFields)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]Process, 0, len(rows))
+	for _, r := range rows {
+		pid, err := strconv.Atoi(r[1])
+		if err != nil || pid <= 0 {
+			continue // [N/A] (a vGPU guest's view): no process to name
+		}
+		used, err := parseMiB(r[2])
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, Process{Device: printable(r[0]), PID: pid, Used: used, Name: printable(baseName(r[3]))})
+	}
+	return ps, nil
+}
+
+// parseMiB reads a memory field: a whole number of MiB, or one of the
+// driver's words for a figure it does not give.
+func parseMiB(f string) (MiB, error) {
+	switch f {
+	case "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Insufficient Permissions]", "[Unknown Error]":
+		return Unknown, nil
+	}
+	n, err := strconv.ParseInt(f, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(f))
+	}
+	return MiB(n), nil
+}
+
+// maxOutput bounds what is read of one run's output.
+const maxOutput = 1 << 20
+
+// query runs one query and splits its lines into len(fields) fields.
+func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]string, error) {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var stdout, stderr capped
+	cmd := exec.CommandContext(ctx, s.Path, "--query-"+kind+"="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 200 * time.Millisecond
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %v", ErrNoTool, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrDriver, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(timeout + time.Second):
+		// Killed and still not gone: a process in the driver that the
+		// kernel cannot end. Leave it; its goroutine ends with it.
+		return nil, fmt.Errorf("%w within %s", ErrHung, timeout)
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeoutHit(ctx) {
+			return nil, fmt.Errorf("%w within %s", ErrHung, timeout)
+		}
+		return nil, ctx.Err()
+	}
+	out := stdout.String()
+	if strings.Contains(out, "No devices were found") {
+		return nil, ErrNoDevices
+	}
+	if err != nil {
+		msg := firstLine(out)
+		if msg == "" {
+			msg = firstLine(stderr.String())
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("%w: %s", ErrDriver, msg)
+	}
+	var rows [][]string
+	for line := range strings.SplitSeq(out, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		r := strings.SplitN(line, ", ", len(fields))
+		if len(r) != len(fields) {
+			return nil, fmt.Errorf("%w: %q", ErrOutput, printable(clip(line)))
+		}
+		for i := range r {
+			r[i] = strings.TrimSpace(r[i])
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// timeoutHit reports whether ctx ended at its own deadline (not its
+// parent's cancellation).
+func timeoutHit(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	return printable(clip(s))
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+// capped is a buffer that keeps the first maxOutput bytes written.
+type capped struct{ bytes.Buffer }
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := maxOutput - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,201 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpuexec/gpuexec/internal/testsupport"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+)
+
+// admitter is an Options.Admit whose answer the test sets per device
+// name, counting the calls.
+type admitter struct {
+	mu    sync.Mutex
+	room  map[string]bool
+	calls atomic.Int64
+	asked [][]string
+}
+
+func newAdmitter(room map[string]bool) *admitter { return &admitter{room: room} }
+
+func (a *admitter) set(name string, ok bool) {
+	a.mu.Lock()
+	a.room[name] = ok
+	a.mu.Unlock()
+}
+
+func (a *admitter) admit(_ context.Context, names []string) ([]bool, string) {
+	a.calls.Add(1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = append(a.asked, append([]string(nil), names...))
+	ok := make([]bool, len(names))
+	why := ""
+	for i, n := range names {
+		ok[i] = a.room[n]
+		if !ok[i] && why == "" {
+			why = "10.0 GiB on GPU " + n + ": 3.1 GiB free"
+		}
+	}
+	return ok, why
+}
+
+func TestAdmitHoldsTheJobUntilThereIsRoom(t *testing.T) {
+	o := testOptions(t)
+	a := newAdmitter(map[string]bool{"": false})
+	o.Admit = a.admit
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	testsupport.Await(t, 20*time.Second, "Admit asked twice", func() bool { return a.calls.Load() >= 2 })
+	select {
+	case <-got:
+		t.Fatal("took the lock while Admit refused")
+	default:
+	}
+	if r, err := Inspect(Options{Path: o.Path}); err != nil || r.Locks[0].State != StateFree || len(r.Queue) != 1 || !r.Queue[0].Alive {
+		t.Fatalf("while refused: %+v, %v; want the lock free and the waiter queued", r, err)
+	}
+	a.set("", true)
+	var h *Held
+	select {
+	case h = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not taken once admitted")
+	}
+	if h == nil {
+		t.Fatal("no lock")
+	}
+	h.Release()
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+}
+
+func TestTryAcquireRefused(t *testing.T) {
+	o := testOptions(t)
+	o.Admit = newAdmitter(map[string]bool{}).admit
+	_, err := TryAcquire(o)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, ErrRefused) || we.Why != "10.0 GiB on GPU : 3.1 GiB free" {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+}
+
+func TestAdmitPicksTheFirstDeviceWithRoom(t *testing.T) {
+	o := testOptions(t)
+	o.Devices = []string{"0", "1", "2"}
+	a := newAdmitter(map[string]bool{"0": false, "1": false, "2": true})
+	o.Admit = a.admit
+	h, err := TryAcquire(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if d := h.Devices(); len(d) != 1 || d[0] != "2" {
+		t.Fatalf("took %v, want [2]", d)
+	}
+	if len(a.asked) != 1 || len(a.asked[0]) != 3 {
+		t.Fatalf("asked %v, want one call about the three free devices", a.asked)
+	}
+}
+
+// A waiter held up by memory keeps its place: one behind it (that needs
+// no memory) does not pass it, however long the lock stays free, and
+// takes the lock after it.
+func TestAdmitKeepsThePlace(t *testing.T) {
+	o := testOptions(t)
+	o.Poll = time.Hour // the passing of heads, not a poll, is what is tried
+	a := newAdmitter(map[string]bool{"": false})
+	first := o
+	first.Slug = "first"
+	first.Admit = a.admit
+	second := o
+	second.Slug = "second"
+
+	order := make(chan string, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait() // released before the folder is removed
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // first: a failed test's waiters give up
+	run := func(o Options) {
+		defer wg.Done()
+		h, err := Acquire(ctx, o)
+		if err != nil {
+			t.Error(err)
+			order <- "error"
+			return
+		}
+		order <- o.Slug
+		h.Release()
+	}
+	wg.Add(2)
+	go run(first)
+	testsupport.Await(t, 20*time.Second, "the first waiter asked", func() bool { return a.calls.Load() >= 1 })
+	go run(second)
+	testsupport.Await(t, 20*time.Second, "the second waiter queued", func() bool { return liveWaiters(t, o.Path) == 2 })
+	testsupport.StillBlocked(t, 3*headGrace, "a lock taken past a waiter held up by memory", func() bool { return len(order) > 0 })
+	a.set("", true)
+	for _, want := range []string{"first", "second"} {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("served %s, want %s", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not served", want)
+		}
+	}
+}
+
+// A head that stopped (it does not tend its ticket) is still passed.
+func TestStoppedHeadIsPassedDespiteAdmit(t *testing.T) {
+	o := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := takeTicket(g, o, newQueue(o.Path, []string{o.Path}))
+	g.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.drop()
+	// The ticket is this process's and alive, but nobody tends it: a
+	// head that leaves the free lock untaken.
+	old := time.Now().Add(-time.Minute)
+	touchAt(t, tk, old)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o.Poll = time.Hour // the passing, not a poll, must take it
+	h, err := Acquire(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+}
+
+func touchAt(t *testing.T, tk *ticket, at time.Time) {
+	t.Helper()
+	if err := osfile.Touch(tk.f, at); err != nil {
+		t.Fatal(err)
+	}
+}

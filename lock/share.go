@@ -1,0 +1,436 @@
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+)
+
+// A lock held in shared mode: several holders (sharers), each with a
+// budget of video memory, hold one device's lock at once.
+//
+// The lock file stays one record in the seed's format, so that the seed's
+// Node tool and older gpuexec versions see the device busy; it carries
+// "share": true, which they ignore. Its pid names one of the sharers (a
+// live one: a sharer that leaves rewrites it to name another, and every
+// sharer rewrites it to name itself when it finds the pid gone), and every
+// sharer touches its mtime.
+//
+// Liveness is the kernel's, as for any lock: every sharer holds a shared
+// kernel lock on the record's liveness file (flock LOCK_SH, LockFileEx
+// without LOCKFILE_EXCLUSIVE_LOCK), which its job inherits. A judge's probe
+// (probeLiveFile) finds that file held while any sharer or its job runs,
+// and free exactly when the last one is gone: no timer frees a shared lock.
+//
+// Each sharer also has a sidecar, "<lock>.share-<token>" (its own fresh
+// token), created O_EXCL under the device's guard and exclusively locked
+// by the sharer and inherited by its job. It holds the sharer's record
+// (Sharer). A sidecar whose kernel lock is free is a dead sharer's: it is
+// not counted and is removed by the next process that settles the lock
+// under its guard. Budgets are counted from the live sidecars only.
+//
+// A sharer joins a shared lock only at its turn in the queue (as any
+// waiter takes a free lock), a whole-card holder never joins one, and a
+// sharer never joins a lock that is not shared. The last sharer to leave
+// removes the record (removeIfSame, as every release).
+
+// shareSuffix names a sharer's sidecar: "<lock>.share-<token>".
+const shareSuffix = ".share-"
+
+func sharePath(lockPath, token string) string { return lockPath + shareSuffix + token }
+
+// maxShareSize bounds what is read of a sidecar; a real one is a few
+// hundred bytes.
+const maxShareSize = 4 << 10
+
+// Sharer is one holder of a lock held in shared mode, as its sidecar says.
+// What another process wrote there is shown escaped and never becomes a
+// path.
+type Sharer struct {
+	PID       int    `json:"pid"`
+	Owner     string `json:"owner"`
+	Slug      string `json:"slug"`
+	Host      string `json:"host,omitempty"`
+	PIDStart  int64  `json:"pidStart,omitempty"`
+	ChildPGID int    `json:"childPgid,omitempty"`
+	// MiB is its budget of video memory, in MiB; -1 when its sidecar
+	// cannot be read (then nothing more may join the lock).
+	MiB int64 `json:"vramMiB"`
+	// Since is when it joined (UTC ISO-8601 with milliseconds).
+	Since string `json:"since"`
+	// UsedMiB is the video memory its job was last measured using (0:
+	// not measured yet); Over says that was more than its budget allows
+	// (see Held.NoteUse).
+	UsedMiB int64 `json:"usedMiB,omitempty"`
+	Over    bool  `json:"over,omitempty"`
+	// Lock is the token of the record it shares.
+	Lock string `json:"lock,omitempty"`
+}
+
+// Budget is the sum of the sharers' budgets; known is false when a
+// sidecar could not be read.
+func Budget(sharers []Sharer) (mib int64, known bool) {
+	for _, s := range sharers {
+		if s.MiB < 0 {
+			return mib, false
+		}
+		mib += s.MiB
+	}
+	return mib, true
+}
+
+// Candidate is a device a sharer may take, for Options.AdmitShare: free
+// (no sharers), or held in shared mode by Sharers.
+type Candidate struct {
+	// Device is the device's name (Options.Devices), "" for a single
+	// lock.
+	Device string
+	// Sharers are the live sharers on it, as read under its guard.
+	Sharers []Sharer
+}
+
+// parseSharer reads a sidecar's content defensively: bounded, any JSON
+// object, strings kept as written (shown escaped), figures that cannot be
+// budgets read as unknown.
+func parseSharer(b []byte) (Sharer, bool) {
+	var s Sharer
+	if len(b) == 0 || len(b) > maxShareSize || json.Unmarshal(b, &s) != nil {
+		return Sharer{MiB: -1}, false
+	}
+	if s.MiB <= 0 || s.MiB > math.MaxInt32 {
+		s.MiB = -1
+	}
+	if s.PID < 0 || s.PID > math.MaxInt32 {
+		s.PID = 0
+	}
+	if s.ChildPGID < 0 || s.ChildPGID > math.MaxInt32 {
+		s.ChildPGID = 0
+	}
+	if s.UsedMiB < 0 {
+		s.UsedMiB = 0
+	}
+	if !validToken(s.Lock) {
+		s.Lock = ""
+	}
+	return s, true
+}
+
+// listSharers reads the live sharers beside the lock at lockPath, in name
+// order; with prune, dead sidecars (kernel lock free) are removed. Call
+// with the lock's guard held to count them (sidecars are written whole
+// under it); without, a sidecar caught being written is read again.
+func listSharers(lockPath string, prune bool) []Sharer {
+	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []Sharer
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), base+shareSuffix)
+		if !ok || !validToken(rest) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		s, live := readSharer(path)
+		if live {
+			out = append(out, s)
+		} else if prune {
+			removeDeadLiveFile(path)
+		}
+	}
+	return out
+}
+
+// readSharer reads the sidecar at path: live when its kernel lock is held.
+func readSharer(path string) (Sharer, bool) {
+	f, err := osfile.OpenRegular(path, false)
+	if err != nil {
+		return Sharer{}, false
+	}
+	defer f.Close()
+	ok, err := osfile.TryLockShared(f)
+	if err != nil {
+		return Sharer{}, false
+	}
+	if ok {
+		osfile.Unlock(f)
+		return Sharer{}, false
+	}
+	var s Sharer
+	for range 3 {
+		b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, maxShareSize+1), maxShareSize+1))
+		var good bool
+		if s, good = parseSharer(trimJSON(b)); good || err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond) // being written (read without the guard)
+	}
+	return s, true
+}
+
+func trimJSON(b []byte) []byte { return []byte(strings.Trim(string(b), jsonSpace)) }
+
+// shareHold is a sharer's own part of a shared lock: its sidecar.
+type shareHold struct {
+	path    string
+	f       *os.File
+	me      Sharer
+	written int // bytes written so far: a rewrite pads to at least this
+}
+
+// newSidecar creates and exclusively locks this process's sidecar beside
+// the lock at lockPath, sharing the record whose token is recordToken,
+// with budget mib. Call with the lock's guard held.
+func newSidecar(o Options, lockPath, recordToken string) (*shareHold, error) {
+	selfStartOnce.Do(findSelfStart)
+	p := sharePath(lockPath, newToken())
+	f, err := osfile.CreateExcl(p, osfile.Locked)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := osfile.TryLock(f)
+	if err == nil && !ok {
+		err = errors.New("sidecar locked by another process")
+	}
+	sh := &shareHold{path: p, f: f, me: Sharer{
+		PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(), PIDStart: selfStart,
+		MiB: o.ShareMiB, Since: time.Now().UTC().Format(isoMillis), Lock: recordToken,
+	}}
+	if err == nil {
+		err = sh.write()
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, &fs.PathError{Op: "share", Path: p, Err: err}
+	}
+	return sh, nil
+}
+
+// write writes sh.me into the sidecar in place (the kernel lock is on this
+// file: it is never replaced), padded with blanks to cover what was there.
+func (sh *shareHold) write() error {
+	b, err := json.Marshal(sh.me)
+	if err != nil {
+		return err
+	}
+	if n := sh.written - len(b); n > 0 {
+		b = append(b, strings.Repeat(" ", n)...)
+	}
+	if _, err := sh.f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	sh.written = len(b)
+	return nil
+}
+
+// leave closes and removes the sidecar: the sharer's budget is free.
+func (sh *shareHold) leave() {
+	osfile.Unlock(sh.f)
+	sh.f.Close()
+	os.Remove(sh.path)
+}
+
+// takeLiveShared creates the liveness file of a new shared record and
+// takes a shared kernel lock on it.
+func takeLiveShared(lockPath, token string) (*liveLock, error) {
+	p := livePath(lockPath, token)
+	f, err := osfile.CreateExcl(p, osfile.Locked)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockShared(f); err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, &fs.PathError{Op: "lock", Path: p, Err: err}
+	}
+	return &liveLock{path: p, f: f, shared: true}, nil
+}
+
+// joinLive takes a shared kernel lock on the liveness file of the shared
+// record with token, which live sharers hold. It opens it for writing
+// where it may (the file's last writable close is what a waiter's watch
+// reports), else for reading.
+func joinLive(lockPath, token string) (*liveLock, error) {
+	p := livePath(lockPath, token)
+	f, err := osfile.OpenRegular(p, true)
+	if err != nil {
+		if f, err = osfile.OpenRegular(p, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := lockShared(f); err != nil {
+		f.Close()
+		return nil, &fs.PathError{Op: "lock", Path: p, Err: err}
+	}
+	return &liveLock{path: p, f: f, shared: true}, nil
+}
+
+func lockShared(f *os.File) error {
+	ok, err := osfile.TryLockShared(f)
+	if err == nil && !ok {
+		err = errors.New("liveness file locked exclusively by another process")
+	}
+	return err
+}
+
+// joinable reports whether a sharer may consider joining the lock seen as
+// st: held in shared mode by live sharers on this host, as the kernel says.
+func joinable(st *Status) bool {
+	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Share &&
+		st.Reason == "" && len(st.Sharers) > 0
+}
+
+// createShared takes the free lock at path as its first sharer: the
+// liveness file (shared lock), the sidecar, then the record.
+func createShared(o Options, path string, info *Info) (*liveLock, *shareHold, error) {
+	info.Share = true
+	live, err := takeLiveShared(path, info.Token)
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, err := newSidecar(o, path, info.Token)
+	if err != nil {
+		live.release()
+		return nil, nil, err
+	}
+	if err := createRecord(path, info); err != nil {
+		sh.leave()
+		live.release()
+		return nil, nil, err
+	}
+	return live, sh, nil
+}
+
+// joinShared joins the shared lock seen as st (settled under the guard
+// held): the liveness file's shared lock, then a sidecar.
+func joinShared(o Options, st *Status) (*liveLock, *shareHold, error) {
+	live, err := joinLive(st.Path, st.Info.Token)
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, err := newSidecar(o, st.Path, st.Info.Token)
+	if err != nil {
+		live.drop()
+		return nil, nil, err
+	}
+	return live, sh, nil
+}
+
+// sharerInfo is the record naming the sharer s on the shared record cur.
+func sharerInfo(cur Info, s Sharer) Info {
+	cur.PID, cur.Owner, cur.Slug, cur.Host, cur.PIDStart, cur.ChildPGID = s.PID, s.Owner, s.Slug, s.Host, s.PIDStart, s.ChildPGID
+	return cur
+}
+
+// leaveGuarded is a sharer's release, under the guard (or without it when
+// it cannot be had): its sidecar goes, and then, when no live sharer is
+// left, the record (removeIfSame) and the liveness file; else, when the
+// record names this sharer, it is rewritten to name a remaining one, so
+// that the seed's tool, which judges by pid, keeps waiting. It reports
+// whether the record was removed.
+func (h *fileLock) leaveGuarded() (bool, error) {
+	h.share.leave()
+	rest := listSharers(h.o.Path, true)
+	var mine []Sharer
+	for _, s := range rest {
+		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 {
+			mine = append(mine, s)
+		}
+	}
+	if len(rest) == 0 {
+		removed, err := h.removeRecord()
+		h.live.release()
+		return removed, err
+	}
+	defer h.live.drop()
+	st, err := h.ours()
+	if err != nil || st.Info.PID != os.Getpid() || len(mine) == 0 {
+		return false, nil
+	}
+	next := sharerInfo(*st.Info, mine[0])
+	if err := replaceRecord(h.o.Path, &next); err != nil {
+		return false, fmt.Errorf("lock: handing the shared record on: %w", err)
+	}
+	return false, nil
+}
+
+// adopt rewrites a shared record whose pid is gone (a sharer killed
+// without leaving) to name this sharer, so that the seed's tool, which
+// judges by pid, keeps seeing the card busy. Call without the guard.
+func (h *fileLock) adopt() error {
+	st, err := readStatus(h.o.Path)
+	if err != nil || h.isOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+		return nil
+	}
+	return h.underGuard(h.beat, func() error {
+		st, err := h.ours()
+		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+			return err
+		}
+		h.mu.Lock()
+		me := h.share.me
+		h.mu.Unlock()
+		next := sharerInfo(*st.Info, me)
+		if err := replaceRecord(h.o.Path, &next); err != nil {
+			return err
+		}
+		fi, _ := os.Lstat(h.o.Path)
+		h.mu.Lock()
+		h.file = fi
+		h.mu.Unlock()
+		return nil
+	})
+}
+
+// noteShare rewrites this sharer's sidecar with fn applied, under the
+// guard; and, when the record names this sharer, the record too with the
+// job's group.
+func (h *fileLock) noteShare(fn func(*Sharer)) error {
+	return h.underGuard(context.Background(), func() error {
+		h.mu.Lock()
+		fn(&h.share.me)
+		err := h.share.write()
+		me := h.share.me
+		h.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		st, err := h.ours()
+		if err != nil || st.Info.PID != os.Getpid() || st.Info.ChildPGID == me.ChildPGID {
+			return err
+		}
+		next := sharerInfo(*st.Info, me)
+		if err := replaceRecord(h.o.Path, &next); err != nil {
+			return err
+		}
+		fi, _ := os.Lstat(h.o.Path)
+		h.mu.Lock()
+		h.file = fi
+		h.mu.Unlock()
+		return nil
+	})
+}
+
+// fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.
+func fmtMiB(m int64) string {
+	switch {
+	case m < 0:
+		return "unknown"
+	case m >= 1024:
+		return fmt.Sprintf("%.1f GiB", float64(m)/1024)
+	}
+	return fmt.Sprintf("%d MiB", m)
+}

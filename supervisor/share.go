@@ -1,0 +1,241 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/gpuexec/gpuexec/internal/gpu"
+	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// Sharing a card by budget (Config.Share): the lock lets a sharer join
+// others on a device (lock.Options.ShareMiB); this gate decides, with the
+// driver's figures, whether its budget fits; the peak sampler checks the
+// budget while the job runs.
+
+// EnvVRAM is the job's budget of video memory in MiB, set in the child's
+// environment for any job with --vram, so that a framework can cap itself
+// (PyTorch's per-process memory fraction, TensorFlow's memory limit).
+const EnvVRAM = "GPUEXEC_VRAM_MIB"
+
+// ExitOverBudget is gpuexec's status when it stopped a sharer whose
+// measured video memory exceeded its budget (Config.VRAMEnforce). Not 124
+// (--timeout), so that a scheduler tells the two apart (one wants more
+// time, the other a larger --vram), not 125 (gpuexec failed), nor a
+// 128+N that reads as a signal the job got from elsewhere.
+const ExitOverBudget = 123
+
+// MinReserve and ReservePercent make the default reserve (Config.Reserve
+// 0): 5% of the device's memory, at least 512 MiB. Budgets are what the
+// job's processes use as nvidia-smi measures them, CUDA contexts included,
+// but a new process's context (300-500 MiB) appears only once it has
+// started, allocators overshoot between two readings (2 s apart) before a
+// sharer over budget is caught, and the driver itself takes memory that
+// grows with the contexts on the device: the reserve is the room for
+// that, so that sharers within their budgets do not run each other out
+// of memory.
+const (
+	MinReserve     gpu.MiB = 512
+	ReservePercent         = 5
+)
+
+// reserveOf is the reserve on a device of total MiB.
+func reserveOf(set, total gpu.MiB) gpu.MiB {
+	if set > 0 {
+		return set
+	}
+	return max(MinReserve, total*ReservePercent/100)
+}
+
+// MinOverMargin and OverPercent make the margin above its budget a
+// sharer's measured memory may reach before it is named over budget:
+// 5% of the budget, at least 256 MiB. nvidia-smi's figure for a process
+// moves with allocator rounding (PyTorch rounds large blocks up to 2 MiB,
+// segments to 20 MiB) and with the driver's own bookkeeping for the
+// context; a budget set from a measured peak (peak_vram_mib) is met
+// within that, and a job truly over its budget is over by more.
+const (
+	MinOverMargin gpu.MiB = 256
+	OverPercent           = 5
+)
+
+// overLimit is the most a sharer of budget MiB may be measured using.
+func overLimit(budget gpu.MiB) gpu.MiB {
+	return budget + max(MinOverMargin, budget*OverPercent/100)
+}
+
+// admitShared is lock.Options.AdmitShare: a device is admitted when the
+// budgets of the sharers on it, plus the memory in use on it by anything
+// but those sharers' processes, plus this job's budget fit in its total
+// less the reserve, and the smaller of two readings shows at least the
+// budget free.
+func (g *gate) admitShared(ctx context.Context, cands []lock.Candidate) ([]bool, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ok := make([]bool, len(cands))
+	devs, err := g.sample(ctx)
+	if err != nil {
+		return ok, fmt.Sprintf("%s shared: the card's memory is unknown (%v)", g.need, err)
+	}
+	ps, err := g.src.Processes(ctx)
+	if err != nil {
+		return ok, fmt.Sprintf("%s shared: the card's processes are unknown (%v)", g.need, err)
+	}
+	why := ""
+	for i, c := range cands {
+		targets := []string{c.Device}
+		if c.Device == "" {
+			targets = g.visible
+			if targets == nil {
+				targets = indexes(devs)
+			}
+		}
+		ok[i] = len(targets) > 0
+		for _, target := range targets {
+			d, found := gpu.Find(devs, target)
+			fits, reason := g.fits(d, found, target, c.Sharers, ps)
+			if fits {
+				continue
+			}
+			ok[i] = false
+			if why == "" {
+				why = reason
+			}
+			break
+		}
+	}
+	return ok, why
+}
+
+// fits decides one device for admitShared, saying why not.
+func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer, ps []gpu.Process) (bool, string) {
+	if !found {
+		return false, fmt.Sprintf("%s shared on GPU %s: nvidia-smi does not list it now", g.need, name)
+	}
+	m := d.Memory
+	if !m.Total.Known() || !m.Used.Known() || !m.Free.Known() {
+		return false, fmt.Sprintf("%s shared on GPU %d: its memory is unknown", g.need, d.Index)
+	}
+	budgets, known := lock.Budget(sharers)
+	if !known {
+		return false, fmt.Sprintf("%s shared on GPU %d: a sharer's budget cannot be read", g.need, d.Index)
+	}
+	other := max(m.Used-sharersUse(d, sharers, ps), 0)
+	reserve := reserveOf(g.reserve, m.Total)
+	limit := m.Total - reserve
+	if gpu.MiB(budgets)+other+g.need > limit {
+		return false, fmt.Sprintf("%s shared on GPU %d: budgets %s (%d sharer(s)) + %s in use by others + %s > %s (%s less a %s reserve)",
+			g.need, d.Index, gpu.MiB(budgets), len(sharers), other, g.need, limit, m.Total, reserve)
+	}
+	if m.Free < g.need {
+		return false, fmt.Sprintf("%s shared on GPU %d: %s free", g.need, d.Index, m.Free)
+	}
+	return true, ""
+}
+
+// sharersUse is the memory that the sharers' own processes use on d, which
+// their budgets already count.
+func sharersUse(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process) gpu.MiB {
+	jobs, groups := map[int]gpu.Job{}, map[int]int{}
+	for _, s := range sharers {
+		if s.PID <= 0 || !proc.SameHost(s.Host) {
+			continue
+		}
+		jobs[s.PID] = gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
+		if s.ChildPGID > 0 {
+			groups[s.ChildPGID] = s.PID
+		}
+	}
+	var on []gpu.Process
+	for _, p := range ps {
+		if p.Device == d.UUID {
+			on = append(on, p)
+		}
+	}
+	var sum gpu.MiB
+	for _, a := range gpu.Attribute(on, jobs, groups, ancestry{}) {
+		if a.Job != nil && a.Used.Known() {
+			sum += a.Used
+		}
+	}
+	return sum
+}
+
+// budgetCheck is what the peak sampler does with each reading of a
+// sharer's job: note it in the sidecar for status, name the sharer in the
+// log when it goes over its budget (and when it is back within), and
+// report it (over) for --vram-enforce.
+type budgetCheck struct {
+	budget gpu.MiB
+	held   holding
+	cfg    Config
+	over   chan gpu.MiB // one report, the first time it is over
+	was    bool
+	last   gpu.MiB
+	told   bool
+}
+
+func newBudgetCheck(cfg Config, held holding) *budgetCheck {
+	if !cfg.Share || cfg.VRAM <= 0 {
+		return nil
+	}
+	return &budgetCheck{budget: cfg.VRAM, held: held, cfg: cfg, over: make(chan gpu.MiB, 1)}
+}
+
+// overC is closed over nothing: nil (never ready) without a check.
+func (b *budgetCheck) overC() <-chan gpu.MiB {
+	if b == nil {
+		return nil
+	}
+	return b.over
+}
+
+// reading takes one measurement of the job's processes, in MiB.
+func (b *budgetCheck) reading(used gpu.MiB) {
+	if b == nil {
+		return
+	}
+	over := used > overLimit(b.budget)
+	log := b.cfg.Logger
+	who := []any{"owner", b.cfg.Lock.Owner, "slug", b.cfg.Lock.Slug, "pid", os.Getpid(),
+		"used_mib", int64(used), "budget_mib", int64(b.budget), "limit_mib", int64(overLimit(b.budget))}
+	switch {
+	case over && !b.was:
+		log.Warn(fmt.Sprintf("sharer %s/%s (pid %d) uses %s of video memory, over its budget of %s", b.cfg.Lock.Owner, b.cfg.Lock.Slug, os.Getpid(), used, b.budget), who...)
+		if !b.told {
+			b.told = true
+			b.over <- used
+		}
+	case !over && b.was:
+		log.Info("sharer back within its video memory budget", who...)
+	}
+	if used != b.last || over != b.was {
+		if n, ok := b.held.(noter); ok {
+			if err := n.NoteUse(int64(used), over); err != nil {
+				log.Debug("could not note the job's video memory in its sidecar", "error", err)
+			}
+		}
+	}
+	b.was, b.last = over, used
+}
+
+// noter is a holding that shows a sharer's use in status (a lock file's).
+type noter interface {
+	NoteUse(usedMiB int64, over bool) error
+}
+
+// ShareRoom is what is left to share on the card d, whose processes are
+// ps: its total less the reserve (Config.Reserve's, 0 for the default),
+// the sharers' budgets and the memory in use by anything but the sharers'
+// own processes; known is false when a figure is unknown. status shows it.
+func ShareRoom(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.MiB) (room gpu.MiB, known bool) {
+	m := d.Memory
+	budgets, ok := lock.Budget(sharers)
+	if !ok || !m.Total.Known() || !m.Used.Known() {
+		return gpu.Unknown, false
+	}
+	other := max(m.Used-sharersUse(d, sharers, ps), 0)
+	return m.Total - reserveOf(reserve, m.Total) - gpu.MiB(budgets) - other, true
+}

@@ -1,0 +1,464 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/gpu"
+	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/lock"
+)
+
+// What the supervisor reads from the cards (Config.GPU): before the start,
+// whether the device has the free memory the job asked for (Config.VRAM);
+// while the job runs, how much its own processes use, for the "job exited"
+// line.
+
+// EnvDeviceOrder makes CUDA number the devices as nvidia-smi does (PCI bus
+// order), so that CUDA_VISIBLE_DEVICES=1 is nvidia-smi's GPU 1; it is set
+// with CUDA_VISIBLE_DEVICES.
+const EnvDeviceOrder = "CUDA_DEVICE_ORDER"
+
+// sampleGap is the moment between the two readings of free memory that a
+// decision takes the smaller of: a blip in one reading (an allocation
+// freed and retaken) neither starts a job nor keeps it waiting for long.
+const sampleGap = 250 * time.Millisecond
+
+// freshSample is how old the previous reading may be and still count as
+// the second one of a decision (the waiter asks every second or so).
+const freshSample = 2 * time.Second
+
+// processesEvery is how often the processes on a refused device are read
+// again for the waiting line: who is in the way changes slowly, and each
+// read is one more nvidia-smi run.
+const processesEvery = 5 * time.Second
+
+// Peak sampling while the job runs: the first reading PeakFirst into the
+// job (a job that ends sooner, `gpuexec -- true`, runs no nvidia-smi at
+// all), then every PeakEvery. One nvidia-smi run costs tens of
+// milliseconds of CPU (it initialises NVML each time), so this is about 1%
+// of a core beside a GPU job; frameworks keep what their allocator
+// reserved (PyTorch's caching allocator) so the peak is a plateau that
+// lasts well over 2 s. A spike shorter than PeakEvery can be missed: the
+// figure is a lower bound.
+const (
+	PeakFirst = time.Second
+	PeakEvery = 2 * time.Second
+)
+
+// checkGPU is Validate's part for Config.GPU and Config.VRAM.
+func (cfg Config) checkGPU() error {
+	switch {
+	case cfg.VRAM < 0:
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.VRAM)}
+	case cfg.Share && cfg.VRAM == 0:
+		return &lock.OptionError{Option: "share", Problem: "needs --vram SIZE, the job's budget"}
+	case cfg.VRAMEnforce && !cfg.Share:
+		return &lock.OptionError{Option: "vram-enforce", Problem: "checks a sharer's budget: it needs --share"}
+	case cfg.Reserve < 0:
+		return &lock.OptionError{Option: "reserve", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.Reserve)}
+	case cfg.Reserve > 0 && !cfg.Share:
+		return &lock.OptionError{Option: "reserve", Problem: "is what sharers leave free: it needs --share"}
+	case cfg.VRAM == 0:
+		return nil
+	case cfg.GPU == nil:
+		return &lock.OptionError{Option: "vram", Problem: "needs nvidia-smi, and none was found"}
+	case etcdurl.Is(cfg.Lock.Path) && cfg.Share:
+		return &lock.OptionError{Option: "share", Problem: "shares this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
+	case etcdurl.Is(cfg.Lock.Path):
+		return &lock.OptionError{Option: "vram", Problem: "is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
+	}
+	return nil
+}
+
+// CheckGPUs asks Config.GPU once, when the job needs free memory
+// (Config.VRAM), whether every device the job may take is one the driver
+// lists and reports free memory for: an *lock.OptionError naming "vram"
+// when not (no working nvidia-smi, no such GPU, a device that does not
+// report its memory). Run does not call it: a program calls it after
+// Validate, to refuse at once what could never start.
+func (cfg Config) CheckGPUs(ctx context.Context) error {
+	if cfg.VRAM <= 0 || cfg.GPU == nil {
+		return nil
+	}
+	devs, err := cfg.GPU.Devices(ctx)
+	if err != nil {
+		return &lock.OptionError{Option: "vram", Problem: "cannot be checked: " + err.Error()}
+	}
+	names := cfg.vramDevices()
+	if names == nil {
+		names = indexes(devs)
+	}
+	if len(names) == 0 {
+		return &lock.OptionError{Option: "vram", Problem: "cannot be checked: " + EnvCUDA + " is empty, so the job sees no GPU"}
+	}
+	fits := 0
+	var small []string
+	for _, name := range names {
+		d, ok := gpu.Find(devs, name)
+		if !ok {
+			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: nvidia-smi lists no GPU %q (it lists %s)", name, listed(devs))}
+		}
+		if !d.Memory.Free.Known() {
+			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: GPU %d (%s) does not report its free memory", d.Index, d.Name)}
+		}
+		if room := d.Memory.Total; cfg.Share && room.Known() {
+			room -= reserveOf(cfg.Reserve, room)
+			if room < cfg.VRAM {
+				small = append(small, fmt.Sprintf("GPU %d has %s to share (%s less the reserve)", d.Index, room, d.Memory.Total))
+				continue
+			}
+		}
+		if d.Memory.Total.Known() && d.Memory.Total < cfg.VRAM {
+			small = append(small, fmt.Sprintf("GPU %d has %s", d.Index, d.Memory.Total))
+		} else {
+			fits++
+		}
+	}
+	// A job waits for one device of a device set, but for every device
+	// it sees without one.
+	if fits == 0 || (len(cfg.Lock.Devices) == 0 && len(small) > 0) {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s in all", cfg.VRAM, strings.Join(small, ", "))}
+	}
+	return nil
+}
+
+// vramDevices are the devices the job may take: with Lock.Devices, those;
+// else the ones it will see (visibleDevices).
+func (cfg Config) vramDevices() []string {
+	if len(cfg.Lock.Devices) > 0 {
+		return cfg.Lock.Devices
+	}
+	return cfg.visibleDevices()
+}
+
+// visibleDevices are the devices a job without Lock.Devices sees: those
+// CUDA_VISIBLE_DEVICES names in its environment, else nil, meaning every
+// device.
+func (cfg Config) visibleDevices() []string {
+	v, ok := lookupEnv(cfg.Env, EnvCUDA)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if names == nil {
+		names = []string{} // CUDA_VISIBLE_DEVICES="": no device at all
+	}
+	return names
+}
+
+// lookupEnv finds k in env (nil: gpuexec's own), the last setting winning.
+func lookupEnv(env []string, k string) (string, bool) {
+	if env == nil {
+		return os.LookupEnv(k)
+	}
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func listed(devs []gpu.Device) string { return strings.Join(indexes(devs), ", ") }
+
+// indexes names every device by its index.
+func indexes(devs []gpu.Device) []string {
+	s := make([]string, len(devs))
+	for i, d := range devs {
+		s[i] = strconv.Itoa(d.Index)
+	}
+	return s
+}
+
+// gate is the lock's Options.Admit for a job that needs free memory: a
+// device is admitted when the smaller of two readings a moment apart shows
+// at least the job's need free, on every device it stands for (a single
+// lock stands for the devices the job sees).
+type gate struct {
+	src  gpu.Source
+	need gpu.MiB
+	// visible are the devices a single lock stands for (nil: all).
+	visible []string
+	// lock is inspected to say which gpuexec job a process runs under.
+	lock lock.Options
+	// reserve is Config.Reserve, for sharers.
+	reserve gpu.MiB
+
+	mu       sync.Mutex
+	prev     []gpu.Device
+	prevAt   time.Time
+	procs    []gpu.Process
+	procsAt  time.Time
+	procsErr error
+}
+
+func newGate(cfg Config) *gate {
+	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, reserve: cfg.Reserve}
+}
+
+// admit is Options.Admit.
+func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ok := make([]bool, len(names))
+	devs, err := g.sample(ctx)
+	if err != nil {
+		return ok, fmt.Sprintf("%s free: the free memory is unknown (%v)", g.need, err)
+	}
+	why := ""
+	for i, name := range names {
+		targets := []string{name}
+		if name == "" {
+			targets = g.visible
+			if targets == nil {
+				targets = indexes(devs)
+			}
+		}
+		ok[i] = len(targets) > 0
+		for _, target := range targets {
+			d, found := gpu.Find(devs, target)
+			if found && d.Memory.Free.Known() && d.Memory.Free >= g.need {
+				continue
+			}
+			ok[i] = false
+			if why == "" {
+				why = g.shortfall(ctx, target, d, found)
+			}
+			break
+		}
+	}
+	return ok, why
+}
+
+// sample is the devices with each one's free memory the smaller of this
+// reading and the one before: the previous reading when it is fresh, else
+// a second one taken sampleGap later.
+func (g *gate) sample(ctx context.Context) ([]gpu.Device, error) {
+	cur, err := g.src.Devices(ctx)
+	if err != nil {
+		g.prev = nil
+		return nil, err
+	}
+	prev := g.prev
+	if prev == nil || time.Since(g.prevAt) > freshSample {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(sampleGap):
+		}
+		prev = cur
+		if cur, err = g.src.Devices(ctx); err != nil {
+			g.prev = nil
+			return nil, err
+		}
+	}
+	g.prev, g.prevAt = cur, time.Now()
+	out := slices.Clone(cur)
+	for i := range out {
+		for _, p := range prev {
+			if p.UUID == out[i].UUID {
+				out[i].Memory.Free = smaller(out[i].Memory.Free, p.Memory.Free)
+			}
+		}
+	}
+	return out, nil
+}
+
+// smaller is the smaller figure; Unknown when either is.
+func smaller(a, b gpu.MiB) gpu.MiB {
+	if !a.Known() || !b.Known() {
+		return gpu.Unknown
+	}
+	return min(a, b)
+}
+
+// shortfall is what the waiting line says of a device without room:
+// "10.0 GiB on GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under
+// gpuexec".
+func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found bool) string {
+	if !found {
+		return fmt.Sprintf("%s on GPU %s: nvidia-smi does not list it now", g.need, name)
+	}
+	s := fmt.Sprintf("%s on GPU %d: %s free", g.need, d.Index, d.Memory.Free)
+	if !d.Memory.Free.Known() {
+		s = fmt.Sprintf("%s on GPU %d: its free memory is unknown", g.need, d.Index)
+	}
+	if time.Since(g.procsAt) > processesEvery {
+		g.procs, g.procsErr = g.src.Processes(ctx)
+		g.procsAt = time.Now()
+	}
+	if g.procsErr != nil {
+		return s + "; its processes are unknown (" + g.procsErr.Error() + ")"
+	}
+	var on []gpu.Process
+	for _, p := range g.procs {
+		if p.Device == d.UUID {
+			on = append(on, p)
+		}
+	}
+	if len(on) == 0 {
+		return s
+	}
+	parts := describeProcesses(Attribute(on, g.lock), 3)
+	return s + "; " + strings.Join(parts, ", ")
+}
+
+// describeProcesses describes the n largest users of memory, and how many
+// more there are.
+func describeProcesses(ps []gpu.Attributed, n int) []string {
+	slices.SortStableFunc(ps, func(a, b gpu.Attributed) int { return int(b.Used - a.Used) })
+	var out []string
+	for i, p := range ps {
+		if i == n {
+			out = append(out, fmt.Sprintf("%d more", len(ps)-n))
+			break
+		}
+		out = append(out, p.Describe())
+	}
+	return out
+}
+
+// Attribute names the gpuexec job each process runs under, by the holders
+// of the lock o (or its devices) and by descent from any gpuexec.
+func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
+	jobs, groups := map[int]gpu.Job{}, map[int]int{}
+	if !etcdurl.Is(o.Path) {
+		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
+			for _, st := range r.Locks {
+				for _, s := range st.Sharers {
+					if s.PID > 0 && proc.SameHost(s.Host) {
+						jobs[s.PID] = gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
+						if s.ChildPGID > 0 {
+							groups[s.ChildPGID] = s.PID
+						}
+					}
+				}
+				if st.State == lock.StateFree || st.Info == nil || !proc.SameHost(st.Info.Host) {
+					continue
+				}
+				jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}
+				if st.Info.ChildPGID > 0 {
+					groups[st.Info.ChildPGID] = st.Info.PID
+				}
+			}
+		}
+	}
+	return gpu.Attribute(ps, jobs, groups, ancestry{})
+}
+
+// ancestry reads the process table for gpu.Attribute.
+type ancestry struct{}
+
+func (ancestry) Parent(pid int) (int, bool) { return proc.Parent(pid) }
+func (ancestry) Group(pid int) (int, bool) {
+	st, ok := proc.ReadStat(pid)
+	return st.PGRP, ok && st.PGRP > 0
+}
+func (ancestry) Name(pid int) string {
+	st, _ := proc.ReadStat(pid)
+	return st.Comm
+}
+
+// peak samples the video memory the job's processes use while it runs.
+type peak struct {
+	end     chan struct{}
+	done    chan struct{}
+	max     gpu.MiB
+	sampled bool // some reading was had
+	// unknown: a process of the job was listed without its memory
+	// (Windows' WDDM).
+	unknown bool
+}
+
+// watchPeak starts sampling for the job whose gpuexec is this process and
+// whose process group is pgid; nil without a source.
+func watchPeak(src gpu.Source, pgid int, bc *budgetCheck) *peak {
+	if src == nil {
+		return nil
+	}
+	p := &peak{end: make(chan struct{}), done: make(chan struct{})}
+	self := os.Getpid()
+	jobs := map[int]gpu.Job{self: {PID: self}}
+	groups := map[int]int{}
+	if pgid > 0 {
+		groups[pgid] = self
+	}
+	go func() {
+		defer close(p.done)
+		t := time.NewTimer(PeakFirst)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.end:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-p.end:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			ps, err := src.Processes(ctx)
+			cancel()
+			if err == nil {
+				if sum, known := p.add(gpu.Attribute(ps, jobs, groups, ancestry{}), self); known {
+					bc.reading(sum)
+				}
+			}
+			t.Reset(PeakEvery)
+		}
+	}()
+	return p
+}
+
+// add takes one reading: the sum of the job's processes' memory (known
+// false when a process of the job was listed without its memory).
+func (p *peak) add(ps []gpu.Attributed, self int) (sum gpu.MiB, known bool) {
+	known = true
+	for _, a := range ps {
+		if a.Job == nil || a.Job.PID != self {
+			continue
+		}
+		if !a.Used.Known() {
+			p.unknown, known = true, false
+			continue
+		}
+		sum += a.Used
+	}
+	p.sampled = true
+	p.max = max(p.max, sum)
+	return sum, known
+}
+
+// stop ends the sampling and returns the fields for the "job exited" line:
+// peak_vram_mib, or why there is no figure.
+func (p *peak) stop() []any {
+	if p == nil {
+		return nil
+	}
+	close(p.end)
+	<-p.done
+	switch {
+	case p.unknown:
+		return []any{"peak_vram", "unknown (the driver does not report per-process memory)"}
+	case p.sampled:
+		return []any{"peak_vram_mib", int64(p.max)}
+	}
+	return nil
+}
