@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -473,6 +474,15 @@ func TestOwnFailuresAre125(t *testing.T) {
 		{name: "bad duration in environment", stderr: "GPUEXEC_WAIT", env: []string{"GPUEXEC_WAIT=xyz"}, args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--", helperBin, "0"}
 		}},
+		{name: "duration without a unit", stderr: `--wait: "5" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--wait", "5", "--", helperBin, "0"}
+		}},
+		{name: "duration in days", stderr: `--timeout: "1d" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--timeout", "1d", "--", helperBin, "0"}
+		}},
+		{name: "duration without a unit in environment", stderr: `GPUEXEC_WAIT: "5" is not a duration; use 5s, 20m or 1h30m`, env: []string{"GPUEXEC_WAIT=5"}, args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--", helperBin, "0"}
+		}},
 		{name: "negative wait", stderr: "--wait", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--wait", "-1s", "--", helperBin, "0"}
 		}},
@@ -484,6 +494,12 @@ func TestOwnFailuresAre125(t *testing.T) {
 		}},
 		{name: "heartbeat above stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--heartbeat", "2h", "--", helperBin, "0"}
+		}},
+		{name: "unknown signal", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--signal", "NOSUCH", "--", helperBin, "0"}
+		}},
+		{name: "signal zero", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
+			return []string{"--lock", lock, "--signal", "0", "--", helperBin, "0"}
 		}},
 		{name: "bogus on-lost", stderr: "--on-lost", args: func(t *testing.T, lock, tmp string) []string {
 			return []string{"--lock", lock, "--on-lost", "bogus", "--", helperBin, "0"}
@@ -1030,4 +1046,321 @@ func contextRun(timeout time.Duration, name string, env []string, args ...string
 		return -1, string(out), fmt.Errorf("did not finish within %s", timeout)
 	}
 	return cmd.ProcessState.ExitCode(), string(out), nil
+}
+
+// A command that is not found and is named like a subcommand gets a hint on
+// its error line; it is still looked up and reported as a command (127).
+func TestTypoOfASubcommandGetsAHint(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		hint string // "": none
+	}{
+		{[]string{"stauts"}, `stauts: command not found; did you mean "gpuexec status"?`},
+		{[]string{"claer", "--force"}, `claer: command not found; did you mean "gpuexec clear"?`},
+		{[]string{"--", "statsu", "--json"}, `statsu: command not found; did you mean "gpuexec status"?`},
+		{[]string{"no-such-command-gpuexec-test"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.args[0], func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			empty := t.TempDir()
+			r := gx(t, []string{"PATH=" + empty}, append([]string{"--lock", lock}, tc.args...)...)
+			wantCode(t, r, 127)
+			if tc.hint != "" && !strings.Contains(r.stderr, tc.hint) {
+				t.Errorf("stderr lacks %q:\n%s", tc.hint, r.stderr)
+			}
+			if tc.hint == "" && strings.Contains(r.stderr, "did you mean") {
+				t.Errorf("a hint for a name like no subcommand:\n%s", r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout %q: did a subcommand run?", r.stdout)
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// Flags given before a subcommand are its own (gpuexec --lock PATH status,
+// as git and docker users write it): status and clear act on the lock they
+// name, never on the default; one given after the subcommand wins, and the
+// command line wins over GPUEXEC_*. A flag that chooses the lock and that
+// the subcommand does not take is refused.
+func TestFlagsBeforeASubcommand(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	_, other := lockIn(t)
+	h := startHolder(t, lock)
+	held := fmt.Sprintf("held by %s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
+	cases := []struct {
+		name   string
+		env    []string
+		args   []string
+		want   int
+		stdout string // a prefix of stdout
+		stderr string // a substring of stderr
+	}{
+		{name: "status", args: []string{"--lock", lock, "status"}, stdout: held},
+		{name: "status --json", args: []string{"--lock", lock, "status", "--json"}, stdout: `{`, stderr: ""},
+		{name: "given after wins", args: []string{"--lock", lock, "status", "--lock", other}, stdout: "free"},
+		{name: "command line wins over the variable", env: []string{"GPUEXEC_LOCK=" + other}, args: []string{"--lock", lock, "status"}, stdout: held},
+		{name: "variable", env: []string{"GPUEXEC_LOCK=" + lock}, args: []string{"status"}, stdout: held},
+		{name: "job flags are let be", args: []string{"--owner", "me", "--wait", "0", "--lock", lock, "status"}, stdout: held},
+		{name: "clear", args: []string{"--lock", lock, "clear"}, want: 1, stderr: held},
+		{name: "run", env: []string{role("exit")}, args: []string{"--lock", lock, "--wait", "0", "run", "--", helperBin, "0"}, want: 75, stderr: "--wait 0"},
+		{name: "clear takes no --gpus", args: []string{"--gpus", "0", "clear", "--lock", other}, want: 125, stderr: "clear takes no --gpus"},
+		{name: "GPUEXEC_GPUS does not reach clear", env: []string{"GPUEXEC_GPUS=0"}, args: []string{"--lock", other, "clear"}, stdout: "free"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := gx(t, tc.env, tc.args...)
+			wantCode(t, r, tc.want)
+			if !strings.HasPrefix(r.stdout, tc.stdout) {
+				t.Errorf("stdout %q, want it to begin with %q", r.stdout, tc.stdout)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			if tc.want == 125 && len(lines(r.stderr)) != 1 {
+				t.Errorf("stderr is not one line:\n%s", r.stderr)
+			}
+		})
+	}
+	if m := testsupport.StatusJSON(t, long, gpuexecBin, lock); m["owner"] != holderOwner {
+		t.Errorf("the holder's lock changed: %v", m)
+	}
+	h.release()
+	wantCode(t, h.p.wait(t), 0)
+}
+
+// status --check prints as usual and exits 0 when free, 1 when held by a
+// live holder, 2 when stale, 125 when the lock cannot be read; with --gpus,
+// 0 when a device is free, else 2 when one is stale, else 1.
+func TestStatusCheck(t *testing.T) {
+	t.Parallel()
+	dead := testsupport.DeadPID(t)
+	live := seedRecord(os.Getpid(), "me", "busy", "00112233aabbccdd")
+	stale := seedRecord(dead, "ghost", "old", "0123456789abcdef")
+	cases := []struct {
+		name  string
+		files map[string][]byte // in the lock's folder; nil content: a folder
+		gpus  string
+		want  int
+		out   string // a prefix of stdout
+	}{
+		{name: "free", want: 0, out: "free"},
+		{name: "held", files: map[string][]byte{"gpu.lock": live}, want: 1, out: "held by me/busy"},
+		{name: "stale", files: map[string][]byte{"gpu.lock": stale}, want: 2, out: "stale"},
+		{name: "unreadable", files: map[string][]byte{"gpu.lock": nil}, want: 125},
+		{name: "a device free", files: map[string][]byte{"gpu0.lock": live}, gpus: "0,1", want: 0, out: "GPU 0: held"},
+		{name: "every device held", files: map[string][]byte{"gpu0.lock": live, "gpu1.lock": live}, gpus: "0,1", want: 1, out: "GPU 0: held"},
+		{name: "none free, one stale", files: map[string][]byte{"gpu0.lock": live, "gpu1.lock": stale}, gpus: "0,1", want: 2, out: "GPU 0: held"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range tc.files {
+				if content == nil {
+					if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				writeLock(t, filepath.Join(dir, name), content, 0)
+			}
+			for _, asJSON := range []bool{false, true} {
+				args := []string{"status", "--check", "--lock", lock}
+				if tc.gpus != "" {
+					args = append(args, "--gpus", tc.gpus)
+				}
+				if asJSON {
+					args = append(args, "--json")
+				}
+				r := gx(t, nil, args...)
+				wantCode(t, r, tc.want)
+				if tc.want == 125 {
+					if len(lines(r.stderr)) != 1 || r.stdout != "" {
+						t.Errorf("an unreadable lock: stdout %q, stderr %q; want one line on stderr", r.stdout, r.stderr)
+					}
+					continue
+				}
+				if !asJSON && !strings.HasPrefix(r.stdout, tc.out) {
+					t.Errorf("stdout %q, want it to begin with %q", r.stdout, tc.out)
+				}
+				if asJSON && !json.Valid([]byte(r.stdout)) {
+					t.Errorf("status --json printed %q", r.stdout)
+				}
+				if r.stderr != "" {
+					t.Errorf("stderr %q", r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// status without --gpus on a lock whose devices' locks beside it are held
+// (jobs run with --gpus) says so, rather than a bare "free"; --check still
+// speaks of the lock named (0). A device lock that is not a lock is left
+// out, and never fails status.
+func TestStatusNamesDeviceLocksBeside(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	live := seedRecord(os.Getpid(), "me", "busy", "00112233aabbccdd")
+	writeLock(t, filepath.Join(dir, "gpu0.lock"), live, 0)
+	writeLock(t, filepath.Join(dir, "gpu1.lock"), seedRecord(testsupport.DeadPID(t), "ghost", "old", "0123456789abcdef"), 0)
+	writeLock(t, filepath.Join(dir, "gpu2.lock"), []byte("not a lock record, not json"), time.Hour)
+	h := startHolder(t, filepath.Join(dir, "gpu3.lock"))
+	r := gx(t, nil, "status", "--check", "--lock", lock)
+	wantCode(t, r, 0)
+	want := fmt.Sprintf("free (but per-device locks beside it are held: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n",
+		os.Getpid(), holderOwner, holderSlug, h.p.pid())
+	if r.stdout != want {
+		t.Errorf("status printed\n%q, want\n%q\nstderr:\n%s", r.stdout, want, r.stderr)
+	}
+	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
+	list, _ := m["devicesBeside"].([]any)
+	if m["state"] != "free" || len(list) != 3 {
+		t.Errorf("status --json %v: want state free and 3 devicesBeside", m)
+	}
+	// With the devices named, no note: status --gpus shows them.
+	r = gx(t, nil, "status", "--lock", lock, "--gpus", "0,3")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "beside") || !strings.Contains(r.stdout, "GPU 3: held by "+holderOwner) {
+		t.Errorf("status --gpus 0,3 printed %q", r.stdout)
+	}
+	h.release()
+	wantCode(t, h.p.wait(t), 0)
+}
+
+// --help shows durations as DURATION, says that a forwarded Ctrl+C or
+// SIGTERM also ends in SIGKILL after --kill-after, lists the exit statuses
+// and gives three examples; a subcommand's help says that flags may come
+// before it.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := gx(t, nil, "--help")
+	wantCode(t, r, 0)
+	for _, s := range []string{
+		"--wait DURATION", "--timeout DURATION", "--kill-after DURATION", "(default: 2h30m)",
+		"--signal NAME", "forwarded Ctrl+C, SIGTERM or SIGHUP",
+		"EXIT STATUS:", "124", "123", "75", "125", "126, 127", "128+N", "130, 143", "status --check: 0 free, 1 held, 2 stale",
+		"EXAMPLES:", "completion",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("--help lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "DURATION value") || strings.Contains(r.stdout, "--wait value") {
+		t.Errorf("--help shows a duration as value:\n%s", r.stdout)
+	}
+	_, examples, _ := strings.Cut(r.stdout, "EXAMPLES:\n")
+	if n := len(lines(examples)); n != 3 {
+		t.Errorf("--help gives %d examples, want 3:\n%s", n, examples)
+	}
+	for _, sub := range []string{"status", "clear", "run"} {
+		r := gx(t, nil, sub, "--help")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, "Flags may also come before the subcommand") {
+			t.Errorf("%s --help does not say flags may come before it:\n%s", sub, r.stdout)
+		}
+	}
+}
+
+// --version prints the version and, when the binary was built in a git
+// checkout, its VCS revision from the build info.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	bin := gpuexecBin
+	// go build records the revision only in a checkout with a .git
+	// folder (not in a git worktree, whose .git is a file) and where
+	// -buildvcs is not false (GOFLAGS may say so): build one for this.
+	checkout := false
+	if fi, err := os.Stat(".git"); err == nil && fi.IsDir() && os.Getenv("GPUEXEC_TEST_BINARY") == "" {
+		if _, err := exec.LookPath("git"); err == nil {
+			checkout = true
+		}
+	}
+	if checkout {
+		bin = filepath.Join(t.TempDir(), "gpuexec-vcs")
+		cmd := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".")
+		cmd.Env = testsupport.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build -buildvcs=true: %v\n%s", err, out)
+		}
+	}
+	r := startProc(t, exec.Command(bin, "--version")).wait(t)
+	wantCode(t, r, 0)
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gpuexec " + versionString("", bi) + "\n"; r.stdout != want {
+		t.Errorf("--version printed %q, want %q", r.stdout, want)
+	}
+	if !checkout {
+		t.Logf("not built in a git checkout with a .git folder: --version %q, the revision is not checked", r.stdout)
+		return
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	if rev := strings.TrimSpace(string(head)); len(rev) < 12 || !strings.Contains(r.stdout, "(rev "+rev[:12]) {
+		t.Errorf("--version printed %q, want the revision %.12s", r.stdout, rev)
+	}
+}
+
+// gpuexec completion SHELL prints a script for each shell; a shell that is
+// installed here checks its syntax; fish (static) completes a subcommand.
+func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		shell string
+		has   string
+		check []string // a syntax check, run with the script's path added
+	}{
+		{"bash", "complete -o bashdefault -o default -F _gpuexec_complete gpuexec", []string{"bash", "-n"}},
+		{"zsh", "#compdef gpuexec", []string{"zsh", "-n"}},
+		{"fish", "complete -c gpuexec", []string{"fish", "-n"}},
+		{"powershell", "Register-ArgumentCompleter -Native -CommandName gpuexec, gpuexec.exe", []string{"pwsh", "-NoProfile", "-NonInteractive", "-File"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.shell, func(t *testing.T) {
+			t.Parallel()
+			r := gx(t, nil, "completion", tc.shell)
+			wantCode(t, r, 0)
+			if !strings.Contains(r.stdout, tc.has) || strings.Contains(r.stdout, "`") {
+				t.Errorf("completion %s lacks %q (or has a backquote):\n%s", tc.shell, tc.has, r.stdout)
+			}
+			if _, err := exec.LookPath(tc.check[0]); err != nil {
+				t.Logf("no %s here: syntax not checked", tc.check[0])
+				return
+			}
+			script := filepath.Join(t.TempDir(), "completion."+tc.shell)
+			if err := os.WriteFile(script, []byte(r.stdout), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append(slices.Clone(tc.check[1:]), script)
+			if out, err := exec.Command(tc.check[0], args...).CombinedOutput(); err != nil {
+				t.Errorf("%v: %v\n%s", append(tc.check[:1], args...), err, out)
+			}
+			if tc.shell == "fish" {
+				out, err := exec.Command("fish", "--no-config", "-c", "source "+script+"; complete -C 'gpuexec stat'").CombinedOutput()
+				if err != nil || !strings.HasPrefix(string(out), "status\t") {
+					t.Errorf("fish completes gpuexec stat as %q (%v), want status", out, err)
+				}
+			}
+		})
+	}
+	r := gx(t, nil, "completion", "tcsh")
+	wantCode(t, r, 125)
+	if len(lines(r.stderr)) != 1 {
+		t.Errorf("completion tcsh: stderr %q, want one line", r.stderr)
+	}
 }

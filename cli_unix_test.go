@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,4 +446,168 @@ func TestEtcdHelperOfAnotherReleaseIsOneLine(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A stopped job (SIGSTOP: a terminal's Ctrl+Z, its own kill -STOP) gets
+// SIGCONT right after each signal that ends it, as timeout(1) does: it ends
+// at once, not at --kill-after. With the grace 30 s, a job that waited for
+// it would outlast the wait for gpuexec's end (long), and log the grace.
+func TestStoppedJobEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	const selfStop = `echo $$ > "$READY"; kill -STOP $$; exit 9`
+	cases := []struct {
+		name   string
+		args   []string
+		script string
+		// term: send SIGTERM to gpuexec once the job (the first pid in
+		// $READY) is stopped (Linux: reads its state in /proc).
+		term bool
+		want int
+	}{
+		{name: "at --timeout", args: []string{"--timeout", "500ms"}, script: selfStop, want: 124},
+		{name: "at --timeout with --signal INT", args: []string{"--timeout", "500ms", "--signal", "INT"}, script: selfStop, want: 124},
+		{name: "forwarded SIGTERM", script: selfStop, term: true, want: 143},
+		// The command exits, leaving a stopped process in its group:
+		// drain stops it before the release.
+		{name: "left behind", script: `sleep 300 & kill -STOP $!; echo $! > "$READY"; exit 0`, want: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.term && runtime.GOOS != "linux" {
+				t.Skip("reads process states from /proc")
+			}
+			dir, lock := lockIn(t)
+			args := append([]string{"--lock", lock, "--kill-after", "30s"}, tc.args...)
+			p, pids := startShellJob(t, nil, args, tc.script)
+			if tc.term {
+				testsupport.Await(t, long, "the job to stop", func() bool { return procState(pids[0]) == 'T' })
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			r := p.wait(t)
+			wantCode(t, r, tc.want)
+			if strings.Contains(r.stderr, "grace period") {
+				t.Errorf("the job was killed after the grace period, not ended at once:\n%s", r.stderr)
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("ended %s after gpuexec was told, want well before --kill-after (30s)", d.Round(time.Millisecond))
+			}
+			testsupport.Await(t, long, fmt.Sprintf("the job's process %d to be gone", pids[0]), func() bool { return testsupport.Gone(pids[0]) })
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// --signal is the first signal at --timeout: the job's trap for it runs;
+// KILL ends a job that ignores TERM and INT at once, not after the grace.
+// The status is 124 whatever the signal.
+func TestTimeoutSignal(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		signal string
+		trap   string // the signal the job traps, writing its name to $MARK
+	}{
+		{"INT", "INT"},
+		{"sigint", "INT"},
+		{"2", "INT"},
+		{"usr1", "USR1"},
+		{"HUP", "HUP"},
+		{"KILL", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.signal, func(t *testing.T) {
+			t.Parallel()
+			dir, lock := lockIn(t)
+			mark := filepath.Join(t.TempDir(), "mark")
+			script := `trap '' TERM INT; `
+			if tc.trap != "" {
+				script += `trap 'echo ` + tc.trap + ` > "$MARK"; exit 3' ` + tc.trap + `; `
+			}
+			script += `echo $$ > "$READY"; while :; do sleep 0.05; done`
+			// The timeout outlasts the start of the shell and its traps.
+			p, pids := startShellJob(t, []string{"MARK=" + mark}, []string{"--lock", lock,
+				"--timeout", "1s", "--signal", tc.signal, "--kill-after", "30s"}, script)
+			r := p.wait(t)
+			wantCode(t, r, 124)
+			if strings.Contains(r.stderr, "grace period") {
+				t.Errorf("the job was killed after the grace period:\n%s", r.stderr)
+			}
+			if tc.trap != "" {
+				if b, err := os.ReadFile(mark); err != nil || strings.TrimSpace(string(b)) != tc.trap {
+					t.Errorf("the job's %s trap did not run: %q, %v\nstderr:\n%s", tc.trap, b, err, r.stderr)
+				}
+			}
+			if !testsupport.Gone(pids[0]) {
+				t.Errorf("the job (pid %d) still runs after gpuexec exited", pids[0])
+			}
+			wantNoLock(t, lock)
+			wantOnlyGuard(t, dir)
+		})
+	}
+}
+
+// The bash completion script, driven as bash drives it: it completes
+// subcommands and flags by asking gpuexec, and never runs gpuexec with the
+// words after "--" (the job), nor runs a job at all.
+func TestBashCompletion(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	r := gx(t, nil, "completion", "bash")
+	wantCode(t, r, 0)
+	script := filepath.Join(t.TempDir(), "gpuexec.bash")
+	if err := os.WriteFile(script, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, lock := lockIn(t)
+	mark := filepath.Join(t.TempDir(), "the-job-ran")
+	touch := "touch " + mark
+	cases := []struct {
+		words []string // after gpuexec; the last is the word completed
+		want  []string // among the completions
+		none  bool     // no completions at all
+	}{
+		{words: []string{"st"}, want: []string{"status"}},
+		{words: []string{""}, want: []string{"run", "status", "clear", "completion"}},
+		{words: []string{"status", "--lo"}, want: []string{"--lock"}},
+		{words: []string{"--lock", lock, "cl"}, want: []string{"clear"}},
+		{words: []string{"--"}, want: []string{"--lock", "--wait", "--signal"}},
+		{words: []string{"--lock", ""}, none: true}, // a file name, from bash
+		{words: []string{"completion", ""}, want: []string{"bash", "zsh", "fish", "powershell"}},
+		{words: []string{"--", "ech"}, want: []string{"echo"}},
+		{words: []string{"--lock", lock, "--", "sh", "-c", touch, ""}, none: true},
+		{words: []string{"--lock", lock, "--", "sh", "-c", touch, "--"}, none: true},
+		{words: []string{"--lock", lock, "sh", "-c", touch, ""}},
+		{words: []string{"--lock", lock, "run", "sh", "-c", touch, "-"}},
+	}
+	for _, tc := range cases {
+		words := append([]string{gpuexecBin}, tc.words...)
+		args := append([]string{"--norc", "--noprofile", "-c",
+			`source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpuexec_complete; printf '%s\n' "${COMPREPLY[@]}"`,
+			script}, words...)
+		cmd := exec.Command("bash", args...)
+		cmd.Env = testsupport.Env()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", tc.words, err, out)
+		}
+		got := lines(strings.TrimSpace(string(out)))
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("completing %q: %q lacks %q", tc.words, got, w)
+			}
+		}
+		if tc.none && len(got) > 0 {
+			t.Errorf("completing %q: %q, want none", tc.words, got)
+		}
+		if _, err := os.Stat(mark); err == nil {
+			t.Fatalf("completing %q ran the job", tc.words)
+		}
+	}
+	wantNoLock(t, lock)
 }

@@ -142,6 +142,22 @@ func TestTimeoutEndsTheJobTree(t *testing.T) {
 	wantOnlyGuard(t, dir)
 }
 
+// --signal KILL at --timeout terminates the Job Object at once, not after
+// --kill-after: 124, the whole tree gone. (Other signals are Ctrl+Break.)
+func TestTimeoutSignalKillWindows(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	p, child, grandchild := startTreeJob(t, "--lock", lock, "--timeout", "10s", "--signal", "KILL", "--kill-after", "60s")
+	r := p.wait(t)
+	wantCode(t, r, 124)
+	if strings.Contains(r.stderr, "grace period") {
+		t.Errorf("the job was killed after the grace period, not at once:\n%s", r.stderr)
+	}
+	wantGone(t, "the job's process tree", child, grandchild)
+	wantNoLock(t, lock)
+	wantOnlyGuard(t, dir)
+}
+
 // When gpuexec is killed outright (taskkill /F, TerminateProcess), Windows
 // closes its Job Object handle and kills the job's whole tree
 // (KILL_ON_JOB_CLOSE); the lock it could not release is cleared by the

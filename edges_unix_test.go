@@ -135,8 +135,8 @@ func TestTokenNeverBecomesAPath(t *testing.T) {
 	}
 }
 
-// FIFOs and links to them planted beside the lock, at liveness-file and
-// ticket names, never hang gpuexec, status or clear.
+// FIFOs and links to them planted beside the lock, at liveness-file,
+// ticket and device-lock names, never hang gpuexec, status or clear.
 func TestFIFOsBesideTheLockNeverHang(t *testing.T) {
 	t.Parallel()
 	dir := sharedDir(t, os.ModeSticky|0o777)
@@ -146,8 +146,10 @@ func TestFIFOsBesideTheLockNeverHang(t *testing.T) {
 	shAs(t, userA, "022", fmt.Sprintf(`set -e
 mkfifo %[1]s.live-zzz %[1]s.live-%[2]s %[1]s.ticket-00000000000000000001 %[3]s
 ln -s %[3]s %[1]s.ticket-00000000000000000002
+mkfifo %[4]s/gpu5.lock
+ln -s %[3]s %[4]s/gpu6.lock
 printf '%%s' '{"pid":999999,"acquiredAt":"2026-10-12T12:18:03.512Z","owner":"ghost","slug":"x","token":"%[2]s"}' > %[1]s`,
-		lock, tok, elsewhere))
+		lock, tok, elsewhere, dir))
 	for _, args := range [][]string{
 		{"status", "--lock", lock},
 		{"status", "--lock", lock, "--json"},

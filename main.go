@@ -84,19 +84,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func getVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
+	bi, _ := debug.ReadBuildInfo()
+	return versionString(version, bi)
 }
 
 // usageError turns a flag parsing error into one line and status 125,
 // without the help text.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return cli.Exit(err.Error()+" (see gpuexec --help)", supervisor.ExitFailed)
+func usageError(c *cli.Context, err error, _ bool) error {
+	return cli.Exit(usageMessage(c, err), supervisor.ExitFailed)
 }
 
 func env(name string) []string { return []string{"GPUEXEC_" + name} }
@@ -168,7 +163,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
 		staleFlag(),
 		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)"},
-		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "after SIGTERM, SIGKILL the command's group this much later"},
+		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
+		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP"},
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
@@ -192,15 +188,19 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 		}
 		return runJob(c, argv, stderr)
 	}
-	return &cli.App{
+	return withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json]\ngpuexec clear [--lock PATH] [--force]",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags:     runFlags(),
 		Action:    runAction,
+		// Help: placeholders, durations, signals, exit statuses and
+		// examples (help.go); completion: the completion subcommand.
+		CustomAppHelpTemplate: cli.AppHelpTemplate + helpTail,
+		EnableBashCompletion:  true,
 		// Errors are printed once, by run.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
@@ -210,32 +210,40 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Name:         "run",
 				Usage:        "run COMMAND while holding the lock (the same as without a subcommand)",
 				ArgsUsage:    "-- COMMAND [ARG...]",
-				Flags:        runFlags(),
+				Description:  inheritNote,
+				Flags:        subcommandFlags(runFlags()...),
+				Before:       inheritFlags,
 				Action:       runAction,
 				OnUsageError: usageError,
 			},
 			{
-				Name:  "status",
-				Usage: "show who holds the lock, since when, the heartbeat's age, alive or stale",
-				Flags: []cli.Flag{
+				Name:        "status",
+				Usage:       "show who holds the lock, since when, the heartbeat's age, alive or stale",
+				Description: inheritNote,
+				Flags: subcommandFlags(
 					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), reserveFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-				},
+					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
+				),
+				Before:       inheritFlags,
 				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
 				OnUsageError: usageError,
 			},
 			{
-				Name:  "clear",
-				Usage: "remove a stale lock (a live holder's only with --force)",
-				Flags: []cli.Flag{
+				Name:        "clear",
+				Usage:       "remove a stale lock (a live holder's only with --force)",
+				Description: inheritNote,
+				Flags: subcommandFlags(
 					lockFlag(), staleFlag(),
 					&cli.BoolFlag{Name: "force", Usage: "remove the lock even if its holder is alive"},
-				},
+				),
+				Before:       inheritFlags,
 				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
 				OnUsageError: usageError,
 			},
+			completionCommand(stdout),
 		},
-	}
+	})
 }
 
 // noArgs refuses stray arguments of status and clear, and a "--" given to
@@ -336,14 +344,20 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sig, err := signals.Parse(c.String("signal"))
+	if err != nil {
+		return failed("--signal: %v", err)
+	}
 	cfg := supervisor.Config{
 		Lock:           o,
 		Wait:           c.Duration("wait"),
 		Argv:           argv,
 		Timeout:        c.Duration("timeout"),
+		TimeoutSignal:  sig,
 		KillAfter:      c.Duration("kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
+		NotFoundHint:   didYouMean(c.App.VisibleCommands()),
 		VRAM:           vram,
 		GPU:            src,
 		Share:          c.Bool("share"),
@@ -478,7 +492,8 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := r.JSON()
+	beside := devicesBeside(o)
+	m := jsonWithBeside(r, beside)
 	rooms := shareRooms(r, m, cards, reserve)
 	if c.Bool("json") {
 		switch {
@@ -487,12 +502,20 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 		case cards != nil:
 			m["gpus"] = cards
 		}
-		return printJSON(stdout, m)
+		if err := printJSON(stdout, m); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, describeWithBeside(r, beside))
+		printCards(stdout, cards, gerr)
+		for _, l := range rooms {
+			fmt.Fprintln(stdout, l)
+		}
 	}
-	fmt.Fprintln(stdout, r.Describe())
-	printCards(stdout, cards, gerr)
-	for _, l := range rooms {
-		fmt.Fprintln(stdout, l)
+	if c.Bool("check") {
+		if code := checkStatus(r); code != 0 {
+			return cli.Exit("", code)
+		}
 	}
 	return nil
 }

@@ -695,6 +695,18 @@ func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, for
 // checked as Validate checks them (an *OptionError for "devices").
 func ParseDevices(list string, count int) ([]string, error) { return parseDevices(list, count) }
 
+// ExistingDevices names the devices whose lock files exist beside path, as
+// Options.Devices names them (gpu.lock: gpu0.lock is device "0",
+// gpuGPU-8f2c.lock device "GPU-8f2c"), in order (0, 1, 2, ..., 10, then
+// other names): what jobs run with Devices hold while the plain lock at
+// path stays free. Names alone decide: only regular files whose names a
+// device could have count (links and everything else in the folder are
+// skipped, never followed or opened); names that differ only in case
+// count once; at most 64 are returned. Judge them with Inspect. A folder
+// that does not exist has none; its path is resolved as for every lock
+// (see FolderError).
+func ExistingDevices(path string) ([]string, error) { return existingDevices(path) }
+
 // Suspend runs stop — which stops this process, as a SIGSTOP to itself
 // does, and returns once it is continued — at a moment when this process
 // holds no guard of any lock, and lets it take none until stop returns. A

@@ -12,8 +12,11 @@
 package signals
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -67,6 +70,35 @@ func Name(sig os.Signal) string {
 		if n, ok := names[s]; ok {
 			return n
 		}
+		if n := systemName(s); n != "" {
+			return n
+		}
 	}
 	return sig.String()
+}
+
+// Parse reads a signal as a user writes it (gpuexec's --signal): a name,
+// with or without its SIG prefix and in any case (TERM, sigterm, INT, HUP,
+// KILL, USR1), or its number (15). It accepts only signals that end a job
+// where gpuexec runs: on Unix any signal but the job-control ones (STOP,
+// TSTP, TTIN, TTOU, CONT: gpuexec follows every signal it sends with
+// SIGCONT, which would undo them); on Windows TERM and INT (both become
+// CTRL_BREAK_EVENT to the job's console group, the only event a group
+// can get) and KILL (the Job Object is terminated). Anything else is an
+// error of one line, saying what is accepted.
+func Parse(s string) (os.Signal, error) {
+	name := strings.ToUpper(strings.TrimSpace(s))
+	var sig syscall.Signal
+	if n, err := strconv.Atoi(name); err == nil {
+		sig = byNumber(n)
+	} else {
+		sig = byName(strings.TrimPrefix(name, "SIG"))
+	}
+	if sig == 0 {
+		return nil, fmt.Errorf("%q is not a signal; use %s", s, accepted)
+	}
+	if !endsJob(sig) {
+		return nil, fmt.Errorf("%s does not end a job; use %s", Name(sig), accepted)
+	}
+	return sig, nil
 }

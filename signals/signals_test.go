@@ -3,6 +3,7 @@ package signals
 import (
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -35,6 +36,45 @@ func TestExitStatus(t *testing.T) {
 		}
 		if got := Name(tt.sig); got != tt.name {
 			t.Errorf("Name(%v) = %q, want %q", tt.sig, got, tt.name)
+		}
+	}
+}
+
+// Parse takes the names and numbers every OS shares, in any case, with or
+// without SIG, and refuses what is no signal with one line.
+func TestParseCommon(t *testing.T) {
+	tests := []struct {
+		in   string
+		want os.Signal // nil: an error
+	}{
+		{"TERM", syscall.SIGTERM},
+		{"term", syscall.SIGTERM},
+		{"SIGTERM", syscall.SIGTERM},
+		{"sigterm", syscall.SIGTERM},
+		{" Term ", syscall.SIGTERM},
+		{"15", syscall.SIGTERM},
+		{"INT", syscall.SIGINT},
+		{"2", syscall.SIGINT},
+		{"KILL", syscall.SIGKILL},
+		{"9", syscall.SIGKILL},
+		{"", nil},
+		{"SIG", nil},
+		{"FOO", nil},
+		{"SIGFOO", nil},
+		{"0", nil},
+		{"-15", nil},
+		{"999", nil},
+		{"15s", nil},
+	}
+	for _, tt := range tests {
+		got, err := Parse(tt.in)
+		switch {
+		case tt.want == nil && err == nil:
+			t.Errorf("Parse(%q) = %v, want an error", tt.in, got)
+		case tt.want == nil && strings.Contains(err.Error(), "\n"):
+			t.Errorf("Parse(%q): error %q is not one line", tt.in, err)
+		case tt.want != nil && (err != nil || got != tt.want):
+			t.Errorf("Parse(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Caught are the signals gpuexec handles itself. SIGHUP and SIGQUIT are
@@ -42,3 +44,36 @@ var names = map[syscall.Signal]string{
 func SurviveBrokenPipes() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
+
+// accepted says what Parse takes, for its errors.
+const accepted = "a name such as TERM, INT, HUP, KILL or USR1, or a number"
+
+// byName is the signal named name (upper case, without SIG); 0 if none.
+func byName(name string) syscall.Signal {
+	if name == "" {
+		return 0
+	}
+	return unix.SignalNum("SIG" + name)
+}
+
+// byNumber is signal n, if this system has one of that number; else 0.
+func byNumber(n int) syscall.Signal {
+	if n <= 0 || n > 255 || unix.SignalName(syscall.Signal(n)) == "" {
+		return 0
+	}
+	return syscall.Signal(n)
+}
+
+// endsJob reports whether sig can be what stops a job: not a job-control
+// signal.
+func endsJob(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT:
+		return false
+	}
+	return true
+}
+
+// systemName is the system's name of a signal Name does not know; "" if
+// none.
+func systemName(s syscall.Signal) string { return unix.SignalName(s) }

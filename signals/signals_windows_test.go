@@ -4,6 +4,7 @@ package signals
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,5 +32,17 @@ func TestCtrlCIsDelivered(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Ctrl+C was not delivered")
+	}
+}
+
+// On Windows Parse takes only what gpuexec can do to a job there: TERM and
+// INT (Ctrl+Break) and KILL (terminate the Job Object).
+func TestParseWindows(t *testing.T) {
+	for _, in := range []string{"HUP", "USR1", "QUIT", "1", "STOP"} {
+		if got, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) = %v, want an error", in, got)
+		} else if !strings.Contains(err.Error(), "Windows") {
+			t.Errorf("Parse(%q): %v does not say what Windows takes", in, err)
+		}
 	}
 }

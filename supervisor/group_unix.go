@@ -105,8 +105,9 @@ func (g *group) close() {}
 // stopped.
 func (g *group) resume() { g.signal(syscall.SIGCONT) }
 
-// stopStrays sends sig to the processes of the job outside its group that
-// have not had it yet.
+// stopStrays sends sig, then SIGCONT (as timeout(1) does: a stopped
+// process acts on a signal only once continued), to the processes of the
+// job outside its group that have not had it yet.
 func (g *group) stopStrays(sig os.Signal) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
@@ -116,6 +117,7 @@ func (g *group) stopStrays(sig os.Signal) {
 		if !g.warned[st.pid] {
 			g.warned[st.pid] = true
 			g.signalStray(st, s)
+			g.signalStray(st, syscall.SIGCONT)
 		}
 	}
 }

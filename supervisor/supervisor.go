@@ -77,7 +77,16 @@ type Config struct {
 	// the lock's record as its deadline (lock.Options.HoldLimit), which
 	// waiters show, unless Lock.HoldLimit is set.
 	Timeout time.Duration
-	// KillAfter is the grace between SIGTERM and SIGKILL to the group.
+	// TimeoutSignal is the first signal the job's group gets at Timeout;
+	// nil means SIGTERM. SIGKILL kills the job at once; any other is
+	// followed by SIGKILL after KillAfter. On Unix every signal sent is
+	// followed by SIGCONT, so that a stopped job acts on it. On Windows
+	// the job gets CTRL_BREAK_EVENT whatever the signal, but for SIGKILL
+	// (its Job Object is terminated at once). signals.Parse reads one as
+	// users write it.
+	TimeoutSignal os.Signal
+	// KillAfter is the grace between the first signal to the group (at
+	// Timeout, a forwarded one, the lock lost) and SIGKILL.
 	KillAfter time.Duration
 	// ContinueOnLost lets the job finish when the lock is lost while it
 	// runs; by default the job is stopped, so that two jobs never share
@@ -88,6 +97,11 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil logs nothing.
 	Logger hclog.Logger
+	// NotFoundHint, when set, is asked for a hint when the command
+	// Argv[0] is not found (status 127); what it returns, if not empty,
+	// ends the error line ("stauts: command not found; did you mean
+	// ..."). It changes nothing else.
+	NotFoundHint func(command string) string
 	// GPU is where facts about the cards come from (nvidia-smi); nil
 	// reads none. With it, the job's peak video memory is sampled while
 	// it runs (see PeakFirst) and is in the "job exited" line.
@@ -144,6 +158,9 @@ func (cfg Config) Validate() error {
 			return &lock.OptionError{Option: d.name, Problem: fmt.Sprintf("must not be negative, got %s", d.v)}
 		}
 	}
+	if sig := cfg.TimeoutSignal; sig != nil && signals.Of(sig) != signals.End {
+		return &lock.OptionError{Option: "signal", Problem: signals.Name(sig) + " does not end a job"}
+	}
 	if err := cfg.checkGPU(); err != nil {
 		return err
 	}
@@ -165,7 +182,13 @@ func Run(ctx context.Context, cfg Config) int {
 	}
 	path, code, err := resolve(cfg.Argv[0])
 	if err != nil {
-		log.Error(err.Error())
+		msg := err.Error()
+		if code == ExitNotFound && cfg.NotFoundHint != nil {
+			if hint := cfg.NotFoundHint(cfg.Argv[0]); hint != "" {
+				msg += "; " + hint
+			}
+		}
+		log.Error(msg)
 		return code
 	}
 
@@ -647,8 +670,17 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 		case <-timeout:
 			timeout = nil
 			w.timedOut = true
-			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String())
-			w.stop(terminate)
+			sig := w.cfg.TimeoutSignal
+			if sig == nil {
+				sig = terminate
+			}
+			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String(), "signal", signals.Name(sig))
+			if sig == syscall.SIGKILL {
+				w.termSent = true
+				w.kill()
+				continue
+			}
+			w.stop(sig)
 		case <-lost:
 			lost = nil
 			if w.cfg.ContinueOnLost {

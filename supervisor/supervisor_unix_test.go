@@ -5,6 +5,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/testsupport"
+	"github.com/gpuexec/gpuexec/lock"
 )
 
 func TestExitStatuses(t *testing.T) {
@@ -168,5 +170,32 @@ func TestRecordNamesTheJobsGroup(t *testing.T) {
 	})
 	if c := finish(); c != 0 {
 		t.Fatalf("Run = %d\n%s", c, logs)
+	}
+}
+
+// Validate refuses a TimeoutSignal that does not end a job (gpuexec would
+// follow it with SIGCONT), naming the option as the command does.
+func TestValidateTimeoutSignal(t *testing.T) {
+	for _, tt := range []struct {
+		sig os.Signal
+		ok  bool
+	}{
+		{nil, true},
+		{syscall.SIGTERM, true},
+		{syscall.SIGUSR1, true},
+		{syscall.SIGKILL, true},
+		{syscall.SIGTSTP, false},
+		{syscall.SIGCONT, false},
+	} {
+		cfg, _ := testConfig(t, "true")
+		cfg.TimeoutSignal = tt.sig
+		err := cfg.Validate()
+		var oe *lock.OptionError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("%v: %v", tt.sig, err)
+		case !tt.ok && (!errors.As(err, &oe) || oe.Option != "signal"):
+			t.Errorf("%v: Validate = %v, want an OptionError for signal", tt.sig, err)
+		}
 	}
 }

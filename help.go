@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// How --help and --version read: placeholders that say what a flag takes
+// (DURATION, N), the exit statuses, what signals do, and examples.
+
+func init() {
+	plain := cli.FlagStringer
+	cli.FlagStringer = func(f cli.Flag) string { return flagHelp(f, plain(f)) }
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, c.App.Name+" "+c.App.Version) }
+}
+
+// placeholders name what the flags whose usage names nothing take.
+var placeholders = map[string]string{
+	"owner":      "NAME",
+	"slug":       "NAME",
+	"on-lost":    "stop|continue",
+	"log-level":  "LEVEL",
+	"nvidia-smi": "PATH",
+}
+
+var durationDefaultRE = regexp.MustCompile(`\(default: ([0-9hms.]+)\)`)
+
+// flagHelp is the help line of f, given urfave's (plain): "--wait
+// DURATION" rather than "--wait value", "--need N", and defaults written
+// as users write durations (2h30m, not 2h30m0s).
+func flagHelp(f cli.Flag, plain string) string {
+	name := f.Names()[0]
+	placeholder := placeholders[name]
+	switch f.(type) {
+	case *cli.DurationFlag:
+		placeholder = "DURATION"
+		plain = durationDefaultRE.ReplaceAllStringFunc(plain, func(m string) string {
+			d, err := time.ParseDuration(durationDefaultRE.FindStringSubmatch(m)[1])
+			if err != nil {
+				return m
+			}
+			return "(default: " + shortDuration(d) + ")"
+		})
+	case *cli.IntFlag:
+		if placeholder == "" {
+			placeholder = "N"
+		}
+	}
+	if placeholder == "" {
+		return plain
+	}
+	return strings.Replace(plain, "--"+name+" value", "--"+name+" "+placeholder, 1)
+}
+
+// shortDuration is d as users write it: 2h30m, 1h, 90m, 10s, 0.
+func shortDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// helpTail follows the flags in gpuexec --help.
+const helpTail = `
+DURATIONS:
+   A number and a unit: 500ms, 90s, 20m, 1h30m (units ns, us, ms, s, m, h; there is no d).
+
+SIGNALS:
+   Ctrl+C, SIGTERM, SIGHUP and SIGQUIT reaching gpuexec are forwarded to the command's process group;
+   like --signal at --timeout, each is followed by SIGKILL after --kill-after if the job still runs,
+   and a stopped job is continued (SIGCONT) so that it acts on it.
+
+EXIT STATUS:
+   the command's    the command exited
+   128+N            the command died of signal N (137: SIGKILL)
+   124              the command was stopped at --timeout (whatever --signal)
+   123              a --share job used more video memory than its budget (--vram-enforce)
+   75               deferred: gave up waiting for the lock (--wait); not a failure, try again later
+   125              gpuexec failed: bad flags or environment, unusable lock, lock lost (one line)
+   126, 127         COMMAND found but not executable, or not found (no lock taken)
+   130, 143         interrupted while waiting by SIGINT, SIGTERM (128+N: SIGHUP 129, SIGQUIT 131)
+   status --check: 0 free, 1 held, 2 stale, 125 unreadable.
+
+EXAMPLES:
+   gpuexec --owner channels --slug ep12 -- python render.py
+   gpuexec --wait 20m --timeout 2h --signal INT -- python train.py   # 75: deferred, 124: timed out
+   gpuexec --lock /var/lib/gpuexec/gpu.lock status --check || echo "GPU busy"
+`
+
+// versionString is what gpuexec --version prints after "gpuexec ": the
+// version set at build time (-ldflags -X main.version=...), else the
+// module's (go install), else "dev"; then, when the build recorded it,
+// the VCS revision, its date and whether the tree was modified: "v1.2.3
+// (rev 0123456789ab, 2026-11-30, modified)".
+func versionString(set string, bi *debug.BuildInfo) string {
+	v := set
+	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	if v == "" {
+		v = "dev"
+	}
+	if bi == nil {
+		return v
+	}
+	var rev, date, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			if t, err := time.Parse(time.RFC3339, s.Value); err == nil {
+				date = t.UTC().Format("2006-01-02")
+			}
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "modified"
+			}
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	parts := []string{"rev " + rev}
+	for _, p := range []string{date, modified} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return v + " (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// The flag parsing errors that usageMessage rewrites: those of Go's flag
+// package (one dash, "parse error" with no reason) and those of urfave/cli
+// for a GPUEXEC_* variable.
+var (
+	badFlagValueRE = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `)
+	badEnvValueRE  = regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `)
+	needsValueRE   = regexp.MustCompile(`^flag needs an argument: -+(\S+)$`)
+	unknownFlagRE  = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
+)
+
+// usageMessage is the one line gpuexec prints for a flag parsing error
+// err of the command c: the flag or variable, what was given and what is
+// expected ("--wait: "5" is not a duration; use 5s, 20m or 1h30m").
+// Errors it does not know keep their text.
+func usageMessage(c *cli.Context, err error) string {
+	msg := err.Error()
+	help := "gpuexec --help"
+	if c != nil && c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		help = "gpuexec " + c.Command.Name + " --help"
+	}
+	if m := badFlagValueRE.FindStringSubmatch(msg); m != nil {
+		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1])
+	}
+	if m := badEnvValueRE.FindStringSubmatch(msg); m != nil {
+		return m[2] + ": " + badValue(flagNamed(c, m[3]), m[1])
+	}
+	if m := needsValueRE.FindStringSubmatch(msg); m != nil {
+		if _, ok := flagNamed(c, m[1]).(*cli.DurationFlag); ok {
+			return "--" + m[1] + " needs a duration, such as 5s, 20m or 1h30m"
+		}
+		return "--" + m[1] + " needs a value (see " + help + ")"
+	}
+	if m := unknownFlagRE.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + m[1] + " (see " + help + ")"
+	}
+	return msg + " (see " + help + ")"
+}
+
+// badValue says why value, as the error quoted it, does not fit the flag f
+// (nil when unknown).
+func badValue(f cli.Flag, quoted string) string {
+	value, err := strconv.Unquote(quoted)
+	if err != nil {
+		value = quoted
+	}
+	q := quote(value)
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return q + " is not a duration; use 5s, 20m or 1h30m (units: ms, s, m, h)"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		return q + " is not a whole number"
+	case *cli.BoolFlag:
+		return q + " is not true or false"
+	}
+	return q + " is not a valid value"
+}
+
+// quote is value quoted as Go does, so that control characters in it
+// cannot act on a terminal, and cut short.
+func quote(value string) string {
+	const max = 64
+	if len(value) > max {
+		value = strings.ToValidUTF8(value[:max], "") + "..."
+	}
+	return strconv.Quote(value)
+}
+
+// flagNamed is the flag of c's command (or, for the app, its own) named
+// name; nil if none.
+func flagNamed(c *cli.Context, name string) cli.Flag {
+	if c == nil {
+		return nil
+	}
+	for _, f := range flagsOf(c) {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
