@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,5 +301,47 @@ func TestWaitEndsDuringTheFirstAdmit(t *testing.T) {
 	var we *WaitError
 	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || we.Why != "1.0 GiB on GPU 0: still measuring" {
 		t.Fatalf("Acquire: %v (%+v)", err, we)
+	}
+}
+
+// A judge's probe of a file just created (a ticket, a liveness file) holds
+// its lock for a moment: the creator waits it out instead of failing.
+func TestLockNewWaitsOutAProbe(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ticket")
+	f, err := osfile.CreateExcl(p, osfile.Locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	probe, err := osfile.OpenRegular(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := osfile.TryLock(probe); !ok || err != nil {
+		t.Fatalf("the probe's lock: %v, %v", ok, err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(20 * time.Millisecond) // the probe, slowed down
+		osfile.Unlock(probe)
+		probe.Close()
+	}()
+	if err := lockNew(f, "ticket"); err != nil {
+		t.Fatalf("lockNew behind a probe: %v", err)
+	}
+	<-released
+	// Held for good by someone else: an error, not a hang.
+	g, err := osfile.OpenRegular(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	osfile.Unlock(f)
+	if ok, err := osfile.TryLock(g); !ok || err != nil {
+		t.Fatalf("another's lock: %v, %v", ok, err)
+	}
+	if err := lockNew(f, "ticket"); err == nil || !strings.Contains(err.Error(), "ticket locked by another process") {
+		t.Fatalf("lockNew against a holder: %v", err)
 	}
 }

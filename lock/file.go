@@ -337,3 +337,32 @@ func replaceRecord(path string, info *Info) error {
 	}
 	return nil
 }
+
+// lockNew takes the exclusive kernel lock of a file this process has just
+// created (O_EXCL). Nobody holds it but, for microseconds, a judge that
+// probes it (ticketAlive, probeLiveFile: status, a waiting line, a waiter
+// following the queue); a busy lock is tried again for up to newLockWait
+// before it is an error, so that a probe never makes a waiter fail.
+func lockNew(f *os.File, what string) error {
+	deadline := time.Now().Add(newLockWait)
+	for {
+		ok, err := osfile.TryLock(f)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return nil
+		case time.Now().After(deadline):
+			return errors.New(what + " locked by another process")
+		}
+		time.Sleep(newLockPause)
+	}
+}
+
+// A probe holds a lock for microseconds; one held for longer than
+// newLockWait is another process's for real (or a prober stopped
+// mid-probe).
+const (
+	newLockWait  = 200 * time.Millisecond
+	newLockPause = 200 * time.Microsecond
+)

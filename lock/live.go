@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"strconv"
@@ -38,10 +37,7 @@ func takeLive(lockPath, token string) (*liveLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := osfile.TryLock(f)
-	if err == nil && !ok {
-		err = errors.New("liveness file locked by another process")
-	}
+	err = lockNew(f, "liveness file")
 	if err != nil {
 		f.Close()
 		os.Remove(p)

@@ -231,10 +231,7 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := osfile.TryLock(f)
-	if err == nil && !ok {
-		err = errors.New("ticket locked by another process")
-	}
+	err = lockNew(f, "ticket")
 	if err == nil {
 		b, _ := json.Marshal(ticketRecord{
 			PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),

@@ -200,10 +200,7 @@ func newSidecar(o Options, lockPath, recordToken string) (*shareHold, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := osfile.TryLock(f)
-	if err == nil && !ok {
-		err = errors.New("sidecar locked by another process")
-	}
+	err = lockNew(f, "sidecar")
 	sh := &shareHold{path: p, f: f, me: Sharer{
 		PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(), PIDStart: selfStart,
 		MiB: o.ShareMiB, Since: time.Now().UTC().Format(isoMillis), Lock: recordToken,
