@@ -154,10 +154,16 @@ func vramOf(c *cli.Context) (gpu.MiB, error) {
 	return n, nil
 }
 
-// gpuSource is the job's source of GPU facts: nil when there is no
-// nvidia-smi (then --vram is refused), and an error for a --nvidia-smi
-// that names nothing.
+// gpuSource is the job's source of GPU facts: without --vram and
+// --nvidia-smi, one that looks for nvidia-smi only when first asked;
+// else the nvidia-smi found, an error for a --nvidia-smi that names
+// nothing, and a refusal of --vram without nvidia-smi.
 func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
+	if vram == 0 && c.String("nvidia-smi") == "" {
+		// Only the peak sampler may ask, a second into the job: the
+		// search of PATH waits until then.
+		return gpu.Later(), nil
+	}
 	s, err := smi(c)
 	switch {
 	case err != nil:

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -238,4 +239,37 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.Buffer.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// Later is a Source that finds nvidia-smi (Locate("")) only when first
+// asked, once: for what a job may never ask (the peak sampler of a job
+// that ends within a second), so that its start does no search of PATH.
+// Without nvidia-smi every call returns Locate's error (ErrNoTool).
+func Later() Source { return &later{} }
+
+type later struct {
+	once sync.Once
+	smi  *SMI
+	err  error
+}
+
+func (l *later) find() (*SMI, error) {
+	l.once.Do(func() { l.smi, l.err = Locate("") })
+	return l.smi, l.err
+}
+
+func (l *later) Devices(ctx context.Context) ([]Device, error) {
+	s, err := l.find()
+	if err != nil {
+		return nil, err
+	}
+	return s.Devices(ctx)
+}
+
+func (l *later) Processes(ctx context.Context) ([]Process, error) {
+	s, err := l.find()
+	if err != nil {
+		return nil, err
+	}
+	return s.Processes(ctx)
 }

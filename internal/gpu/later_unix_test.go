@@ -1,0 +1,48 @@
+//go:build unix
+
+package gpu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+)
+
+// Later finds nvidia-smi on PATH when first asked, not when made.
+func TestLater(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	src := Later()
+	fake(t, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 100)}}}})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Put there after Later was made: it has not looked yet.
+	if err := os.Symlink(self, filepath.Join(dir, "nvidia-smi")); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := src.Devices(context.Background())
+	if err != nil || len(devs) != 1 || devs[0].UUID != gputest.UUID0 {
+		t.Fatalf("Devices = %+v, %v", devs, err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := Later().Processes(context.Background()); !errors.Is(err, ErrNoTool) && !isDriverPath() {
+		t.Fatalf("without nvidia-smi: %v", err)
+	}
+}
+
+// isDriverPath reports whether this machine has nvidia-smi where drivers
+// install it (then Later finds it whatever PATH says).
+func isDriverPath() bool {
+	for _, p := range driverPaths() {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
