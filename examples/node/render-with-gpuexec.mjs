@@ -46,7 +46,7 @@ export function runUnderGpuexec({ owner, slug, argv, wait, timeout }) {
   // would be TerminateProcess, which gives gpuexec no chance to release the
   // lock. So nothing is forwarded on Windows.
   const posix = process.platform !== 'win32'
-  const child = spawn(GPUEXEC, args, { stdio: 'inherit', detached: posix })
+  let child = null
 
   const forward = (signal) => {
     // SIGHUP (terminal closed) is passed on as SIGTERM. gpuexec handles
@@ -59,8 +59,14 @@ export function runUnderGpuexec({ owner, slug, argv, wait, timeout }) {
     console.error(`[render] got ${signal}, forwarding ${sig} to gpuexec (pid ${child.pid})`)
     if (child.exitCode === null && child.signalCode === null) child.kill(sig)
   }
+  // Handlers go in BEFORE gpuexec starts: a signal that arrives the moment
+  // after would otherwise end this process with its default action and
+  // leave gpuexec running on its own. (Node runs a handler only once the
+  // code below has run, so child is set by then; the child itself starts
+  // with default dispositions.)
   const signals = posix ? ['SIGINT', 'SIGTERM', 'SIGHUP'] : ['SIGINT']
   for (const s of signals) process.on(s, forward)
+  child = spawn(GPUEXEC, args, { stdio: 'inherit', detached: posix })
 
   return new Promise((resolve) => {
     const done = (status) => {
