@@ -176,7 +176,9 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 	return s, nil
 }
 
-// statusCards reads the cards for status: nil, nil without nvidia-smi.
+// statusCards reads the cards for status: nil, nil without nvidia-smi;
+// the cards without processes and an error when only the processes could
+// not be read.
 func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
@@ -192,7 +194,12 @@ func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
 	}
 	ps, err := s.Processes(ctx)
 	if err != nil {
-		return nil, err
+		// The cards without their processes (null in JSON), and why.
+		cards := gpu.Cards(devs, nil)
+		for i := range cards {
+			cards[i].Processes = nil
+		}
+		return cards, fmt.Errorf("processes unknown: %w", err)
 	}
 	return gpu.Cards(devs, supervisor.Attribute(ps, o)), nil
 }
@@ -200,6 +207,11 @@ func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
 // printCards adds the cards to status's human output.
 func printCards(stdout io.Writer, cards []gpu.Card, err error) {
 	switch {
+	case err != nil && len(cards) > 0:
+		for _, card := range cards {
+			fmt.Fprintln(stdout, card.Describe())
+		}
+		fmt.Fprintf(stdout, "GPU %v\n", err)
 	case err != nil:
 		fmt.Fprintf(stdout, "GPUs: unknown (%v)\n", err)
 	case cards == nil:

@@ -416,3 +416,23 @@ func TestStatusStaleHolderIsNoJob(t *testing.T) {
 		t.Errorf("status lacks %q:\n%s", want, r.stdout)
 	}
 }
+
+// A process list that cannot be read leaves the cards shown, saying so.
+func TestStatusCardsWithoutProcesses(t *testing.T) {
+	_, lock := lockIn(t)
+	f := frame(rtx3080(9000))
+	f.AppsFail = "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n"
+	c := newCard(t, f)
+	r := gx(t, c.env(), "status", "--lock", lock)
+	wantCode(t, r, 0)
+	for _, want := range []string{"GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free\n", "GPU processes unknown: nvidia-smi failed: Unable to determine the device handle"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = gx(t, c.env(), "status", "--lock", lock, "--json")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, `"processes":null`) || !strings.Contains(r.stdout, `"gpusError":"processes unknown: nvidia-smi failed: Unable to determine`) || !strings.Contains(r.stdout, `"freeMiB":1000`) {
+		t.Errorf("JSON: %s", r.stdout)
+	}
+}

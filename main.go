@@ -496,10 +496,10 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	m := jsonWithBeside(r, beside)
 	rooms := shareRooms(r, m, cards, reserve)
 	if c.Bool("json") {
-		switch {
-		case gerr != nil:
+		if gerr != nil {
 			m["gpusError"] = gerr.Error()
-		case cards != nil:
+		}
+		if cards != nil {
 			m["gpus"] = cards
 		}
 		if err := printJSON(stdout, m); err != nil {

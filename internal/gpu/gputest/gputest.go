@@ -59,6 +59,9 @@ type Fixture struct {
 	Stdout string
 	Stderr string
 	Hang   bool
+	// AppsFail, when set, is what --query-compute-apps prints before it
+	// exits 15, while --query-gpu answers.
+	AppsFail string
 }
 
 // Write writes f to path at once (rename), starting its frames over.
@@ -186,6 +189,9 @@ func answer(path string, args []string) (string, int) {
 		}
 	} else {
 		os.WriteFile(path+".appcalls", []byte(strconv.Itoa(AppCalls(path)+1)), 0o644)
+		if f.AppsFail != "" {
+			return f.AppsFail, 15
+		}
 		for _, a := range frame.Apps {
 			pid := strconv.Itoa(a.PID)
 			if a.PIDFile != "" {
