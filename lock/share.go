@@ -380,15 +380,7 @@ func (h *fileLock) adopt() error {
 		h.mu.Lock()
 		me := h.share.me
 		h.mu.Unlock()
-		next := sharerInfo(*st.Info, me)
-		if err := replaceRecord(h.o.Path, &next); err != nil {
-			return err
-		}
-		fi, _ := os.Lstat(h.o.Path)
-		h.mu.Lock()
-		h.file = fi
-		h.mu.Unlock()
-		return nil
+		return h.nameInRecord(*st.Info, me)
 	})
 }
 
@@ -409,16 +401,22 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 		if err != nil || st.Info.PID != os.Getpid() || st.Info.ChildPGID == me.ChildPGID {
 			return err
 		}
-		next := sharerInfo(*st.Info, me)
-		if err := replaceRecord(h.o.Path, &next); err != nil {
-			return err
-		}
-		fi, _ := os.Lstat(h.o.Path)
-		h.mu.Lock()
-		h.file = fi
-		h.mu.Unlock()
-		return nil
+		return h.nameInRecord(*st.Info, me)
 	})
+}
+
+// nameInRecord rewrites the record (rec, as read under the guard, which the
+// caller holds) to name the sharer me, and notes the new file as ours.
+func (h *fileLock) nameInRecord(rec Info, me Sharer) error {
+	next := sharerInfo(rec, me)
+	if err := replaceRecord(h.o.Path, &next); err != nil {
+		return err
+	}
+	fi, _ := os.Lstat(h.o.Path)
+	h.mu.Lock()
+	h.file = fi
+	h.mu.Unlock()
+	return nil
 }
 
 // fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.

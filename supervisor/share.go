@@ -85,13 +85,7 @@ func (g *gate) admitShared(ctx context.Context, cands []lock.Candidate) ([]bool,
 	}
 	why := ""
 	for i, c := range cands {
-		targets := []string{c.Device}
-		if c.Device == "" {
-			targets = g.visible
-			if targets == nil {
-				targets = indexes(devs)
-			}
-		}
+		targets := g.targets(c.Device, devs)
 		ok[i] = len(targets) > 0
 		for _, target := range targets {
 			d, found := gpu.Find(devs, target)

@@ -227,13 +227,7 @@ func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
 	}
 	why := ""
 	for i, name := range names {
-		targets := []string{name}
-		if name == "" {
-			targets = g.visible
-			if targets == nil {
-				targets = indexes(devs)
-			}
-		}
+		targets := g.targets(name, devs)
 		ok[i] = len(targets) > 0
 		for _, target := range targets {
 			d, found := gpu.Find(devs, target)
@@ -248,6 +242,19 @@ func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
 		}
 	}
 	return ok, why
+}
+
+// targets are the devices a lock named name stands for: that device, or
+// for a single lock ("") those the job sees (all of devs when it sees
+// every device).
+func (g *gate) targets(name string, devs []gpu.Device) []string {
+	switch {
+	case name != "":
+		return []string{name}
+	case g.visible != nil:
+		return g.visible
+	}
+	return indexes(devs)
 }
 
 // sample is the devices with each one's free memory the smaller of this
