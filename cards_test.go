@@ -74,8 +74,16 @@ func TestVRAMWaitsForAForeignProcess(t *testing.T) {
 	c.set(frame(rtx3080(1000)))
 	r := p.wait(t)
 	wantCode(t, r, 0)
-	if b, _ := os.ReadFile(out); string(b) != "visible= order= gpu=" {
-		t.Errorf("a job without --gpus sees %q; gpuexec must not set CUDA's variables", b)
+	// Without --gpus the devices are not named, but CUDA numbers them as
+	// nvidia-smi does, in which the memory was checked.
+	if b, _ := os.ReadFile(out); string(b) != "visible= order=PCI_BUS_ID gpu=" {
+		t.Errorf("a job without --gpus sees %q", b)
+	}
+	// An order the user chose is kept.
+	r = gx(t, c.env(role("cuda"), outEnv+"="+out, "CUDA_DEVICE_ORDER=FASTEST_FIRST"), "--lock", lock, "--vram", "4G", "--", helperBin)
+	wantCode(t, r, 0)
+	if b, _ := os.ReadFile(out); string(b) != "visible= order=FASTEST_FIRST gpu=" {
+		t.Errorf("with CUDA_DEVICE_ORDER set, the job sees %q", b)
 	}
 }
 

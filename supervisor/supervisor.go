@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -368,6 +369,13 @@ func childEnv(cfg Config, held holding) []string {
 	set := append([]string{EnvLockHeld + "=1"}, held.env()...)
 	if cfg.VRAM > 0 {
 		set = append(set, EnvVRAM+"="+strconv.FormatInt(int64(cfg.VRAM), 10))
+		// The memory was checked on the devices nvidia-smi numbers
+		// (PCI order); CUDA numbers them so too unless told otherwise.
+		if _, ok := lookupEnv(base, EnvDeviceOrder); !ok && !slices.ContainsFunc(set, func(kv string) bool {
+			return strings.HasPrefix(kv, EnvDeviceOrder+"=")
+		}) {
+			set = append(set, EnvDeviceOrder+"=PCI_BUS_ID")
+		}
 	}
 	env := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {

@@ -23,7 +23,8 @@ import (
 
 // EnvDeviceOrder makes CUDA number the devices as nvidia-smi does (PCI bus
 // order), so that CUDA_VISIBLE_DEVICES=1 is nvidia-smi's GPU 1; it is set
-// with CUDA_VISIBLE_DEVICES.
+// with CUDA_VISIBLE_DEVICES, and for a job with --vram (whose memory was
+// checked in nvidia-smi's numbering) unless its environment sets it.
 const EnvDeviceOrder = "CUDA_DEVICE_ORDER"
 
 // sampleGap is the moment between the two readings of free memory that a
