@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -15,9 +14,7 @@ func existingDevices(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, file := filepath.Split(abs)
-	ext := filepath.Ext(file)
-	stem := strings.TrimSuffix(file, ext)
+	dir, stem, ext := deviceName(abs)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -147,14 +147,21 @@ func (o Options) target() (target, error) {
 	if need < 1 || need > len(o.Devices) {
 		return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
 	}
-	dir, file := filepath.Split(o.Path)
-	ext := filepath.Ext(file)
-	stem := strings.TrimSuffix(file, ext)
+	dir, stem, ext := deviceName(o.Path)
 	t := target{names: append([]string(nil), o.Devices...), need: need}
 	for _, n := range o.Devices {
 		t.paths = append(t.paths, filepath.Join(dir, stem+n+ext))
 	}
 	return t, nil
+}
+
+// deviceName splits a lock path into what names its devices' lock files:
+// the folder, and the name's stem and extension between which a device's
+// name goes (gpu.lock → gpu0.lock).
+func deviceName(path string) (dir, stem, ext string) {
+	dir, file := filepath.Split(path)
+	ext = filepath.Ext(file)
+	return dir, strings.TrimSuffix(file, ext), ext
 }
 
 // checkDevices checks a device list: 1 to maxDevices names, each a device
