@@ -245,15 +245,28 @@ func (h *fileLock) recordChild(pgid int) error {
 		next := *h.info
 		next.ChildPGID = pgid
 		h.mu.Unlock()
-		if err := replaceRecord(h.o.Path, &next); err != nil {
+		if err := h.rewriteRecord(&next); err != nil {
 			return err
 		}
-		fi, _ := os.Lstat(h.o.Path)
 		h.mu.Lock()
-		h.info, h.file = &next, fi
+		h.info = &next
 		h.mu.Unlock()
 		return nil
 	})
+}
+
+// rewriteRecord replaces the record with next (call with the guard held,
+// the record checked to be ours) and notes the new file as the one whose
+// replacement would mean the lock is lost.
+func (h *fileLock) rewriteRecord(next *Info) error {
+	if err := replaceRecord(h.o.Path, next); err != nil {
+		return err
+	}
+	fi, _ := os.Lstat(h.o.Path)
+	h.mu.Lock()
+	h.file = fi
+	h.mu.Unlock()
+	return nil
 }
 
 // releaseGuardWait bounds how long Release waits for the guard. Release

@@ -409,14 +409,7 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 // caller holds) to name the sharer me, and notes the new file as ours.
 func (h *fileLock) nameInRecord(rec Info, me Sharer) error {
 	next := sharerInfo(rec, me)
-	if err := replaceRecord(h.o.Path, &next); err != nil {
-		return err
-	}
-	fi, _ := os.Lstat(h.o.Path)
-	h.mu.Lock()
-	h.file = fi
-	h.mu.Unlock()
-	return nil
+	return h.rewriteRecord(&next)
 }
 
 // fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.
