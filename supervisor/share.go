@@ -112,16 +112,13 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	if !m.Total.Known() || !m.Used.Known() || !m.Free.Known() {
 		return false, fmt.Sprintf("%s shared on GPU %d: its memory is unknown", g.need, d.Index)
 	}
-	budgets, known := lock.Budget(sharers)
+	sh, known := shareOf(d, sharers, ps, g.reserve)
 	if !known {
 		return false, fmt.Sprintf("%s shared on GPU %d: a sharer's budget cannot be read", g.need, d.Index)
 	}
-	other := max(m.Used-sharersUse(d, sharers, ps), 0)
-	reserve := reserveOf(g.reserve, m.Total)
-	limit := m.Total - reserve
-	if gpu.MiB(budgets)+other+g.need > limit {
+	if limit := m.Total - sh.reserve; g.need > sh.room() {
 		return false, fmt.Sprintf("%s shared on GPU %d: budgets %s (%d sharer(s)) + %s in use by others + %s > %s (%s less a %s reserve)",
-			g.need, d.Index, gpu.MiB(budgets), len(sharers), other, g.need, limit, m.Total, reserve)
+			g.need, d.Index, sh.budgets, len(sharers), sh.other, g.need, limit, m.Total, sh.reserve)
 	}
 	if m.Free < g.need {
 		return false, fmt.Sprintf("%s shared on GPU %d: %s free", g.need, d.Index, m.Free)
@@ -129,10 +126,32 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	return true, ""
 }
 
-// sharersUse is the memory that the sharers' own processes use on d, which
-// their budgets already count.
-func sharersUse(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process) gpu.MiB {
-	jobs, groups := map[int]gpu.Job{}, map[int]int{}
+// share is how a device's memory stands for sharing: its total less the
+// reserve, the sharers' budgets, and the memory in use by anything but the
+// sharers' own processes.
+type share struct {
+	total, reserve, budgets, other gpu.MiB
+}
+
+// room is what is left for another sharer's budget.
+func (s share) room() gpu.MiB { return s.total - s.reserve - s.budgets - s.other }
+
+// shareOf works out how d stands with sharers on it, whose processes are
+// among ps, and a reserve (0: the default); known is false when a
+// sharer's budget cannot be read. Call with d's total and used known.
+func shareOf(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.MiB) (share, bool) {
+	budgets, known := lock.Budget(sharers)
+	return share{
+		total:   d.Memory.Total,
+		reserve: reserveOf(reserve, d.Memory.Total),
+		budgets: gpu.MiB(budgets),
+		other:   max(d.Memory.Used-sharersUse(d, sharers, ps), 0),
+	}, known
+}
+
+// addSharers adds the sharers on this host to jobs (by pid) and groups (by
+// their jobs' process groups), for gpu.Attribute.
+func addSharers(jobs map[int]gpu.Job, groups map[int]int, sharers []lock.Sharer) {
 	for _, s := range sharers {
 		if s.PID <= 0 || !proc.SameHost(s.Host) {
 			continue
@@ -142,14 +161,15 @@ func sharersUse(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process) gpu.MiB {
 			groups[s.ChildPGID] = s.PID
 		}
 	}
-	var on []gpu.Process
-	for _, p := range ps {
-		if p.Device == d.UUID {
-			on = append(on, p)
-		}
-	}
+}
+
+// sharersUse is the memory that the sharers' own processes use on d, which
+// their budgets already count.
+func sharersUse(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process) gpu.MiB {
+	jobs, groups := map[int]gpu.Job{}, map[int]int{}
+	addSharers(jobs, groups, sharers)
 	var sum gpu.MiB
-	for _, a := range gpu.Attribute(on, jobs, groups, ancestry{}) {
+	for _, a := range gpu.Attribute(gpu.OnDevice(ps, d.UUID), jobs, groups, ancestry{}) {
 		if a.Job != nil && a.Used.Known() {
 			sum += a.Used
 		}
@@ -225,11 +245,12 @@ type noter interface {
 // the sharers' budgets and the memory in use by anything but the sharers'
 // own processes; known is false when a figure is unknown. status shows it.
 func ShareRoom(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.MiB) (room gpu.MiB, known bool) {
-	m := d.Memory
-	budgets, ok := lock.Budget(sharers)
-	if !ok || !m.Total.Known() || !m.Used.Known() {
+	if !d.Memory.Total.Known() || !d.Memory.Used.Known() {
 		return gpu.Unknown, false
 	}
-	other := max(m.Used-sharersUse(d, sharers, ps), 0)
-	return m.Total - reserveOf(reserve, m.Total) - gpu.MiB(budgets) - other, true
+	sh, ok := shareOf(d, sharers, ps, reserve)
+	if !ok {
+		return gpu.Unknown, false
+	}
+	return sh.room(), true
 }

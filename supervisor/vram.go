@@ -318,12 +318,7 @@ func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found b
 	if g.procsErr != nil {
 		return s + "; its processes are unknown (" + g.procsErr.Error() + ")"
 	}
-	var on []gpu.Process
-	for _, p := range g.procs {
-		if p.Device == d.UUID {
-			on = append(on, p)
-		}
-	}
+	on := gpu.OnDevice(g.procs, d.UUID)
 	if len(on) == 0 {
 		return s
 	}
@@ -353,14 +348,7 @@ func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
 	if !etcdurl.Is(o.Path) {
 		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
 			for _, st := range r.Locks {
-				for _, s := range st.Sharers {
-					if s.PID > 0 && proc.SameHost(s.Host) {
-						jobs[s.PID] = gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
-						if s.ChildPGID > 0 {
-							groups[s.ChildPGID] = s.PID
-						}
-					}
-				}
+				addSharers(jobs, groups, st.Sharers)
 				// A stale record's holder is gone: its pid may be
 				// any process's by now.
 				if st.State != lock.StateHeld || st.Info == nil || !proc.SameHost(st.Info.Host) {

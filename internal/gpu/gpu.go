@@ -93,6 +93,17 @@ type Process struct {
 	Used MiB `json:"usedMiB"`
 }
 
+// OnDevice is those of ps that use the device with uuid.
+func OnDevice(ps []Process, uuid string) []Process {
+	var on []Process
+	for _, p := range ps {
+		if p.Device == uuid {
+			on = append(on, p)
+		}
+	}
+	return on
+}
+
 // Errors of a Source, told apart with errors.Is.
 var (
 	// ErrNoTool says there is no nvidia-smi to ask (none given, none on
