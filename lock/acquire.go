@@ -105,10 +105,8 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if werr != nil {
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
 	}
-	// Closing the watch waits for the kernel (an inotify instance's
-	// close waits for an SRCU grace period, 10-20 ms): once the lock is
-	// had, that happens beside the job's start, not before it (see
-	// Held.retire).
+	// Once the lock is had, the ticket and the watch are let go of
+	// beside the job's start, not before it (see Held.retire).
 	keep := false
 	defer func() {
 		if !keep {
@@ -143,8 +141,9 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 			return nil, err
 		}
 		if h != nil {
+			h.retire(pl.tk, wk)
+			pl.tk, keep = nil, true
 			acquired(h)
-			keep = h.retire(wk)
 			return h, nil
 		}
 		rep.first(seen)
@@ -559,7 +558,7 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			}
 			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left %s untaken for %s (stopped?); they keep their places", what, before, it, headGrace), "path", o.Path)
 		}
-		pl.leave()
+		// The caller lets go of the ticket (see Held.retire).
 		return h, nil, nil
 	}
 	return nil, seen, nil
@@ -710,12 +709,6 @@ func queuePlace(g *guard, o Options, pl *place) (before int, err error) {
 		pl.pos = before + 1
 	}
 	return before, nil
-}
-
-// leave drops the caller's ticket once it holds the lock.
-func (pl *place) leave() {
-	pl.tk.drop()
-	pl.tk = nil
 }
 
 // settle reads the lock at path and clears it if it is stale (logging

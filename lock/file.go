@@ -289,27 +289,51 @@ var errChanged = errors.New("lock file changed while it was being removed")
 // only if it is the same lock; otherwise it puts it back without replacing
 // anything created at the path meanwhile. A lock that is already gone is not
 // an error (someone else cleared it first). Every removal of a lock goes
-// through here (stale clearing, clear, release): keep it the only one.
+// through here or setAside (stale clearing, clear, release): keep them the
+// only ones.
 func removeIfSame(path string, judged *Status) error {
-	tomb := fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
+	tomb, err := setAside(path, judged)
+	if err != nil {
+		return err
+	}
+	return deleteSetAside(tomb)
+}
+
+// deleteSetAside deletes the lock file setAside moved to tomb; "" is none.
+func deleteSetAside(tomb string) error {
+	if tomb == "" {
+		return nil
+	}
+	return osfile.RetrySharing(func() error { return os.Remove(tomb) })
+}
+
+// setAside is removeIfSame's first half: it renames the lock at path aside
+// if it is still the lock that judged describes, returning where it now is
+// ("" if it was already gone), for the caller to delete. The path is free
+// from then on; the file set aside carries this process's pid in its name
+// ("<lock>.stale-PID-xxxxxx"), which sweep leaves alone while this process
+// lives and removes after. A release deletes it once it has let go of the
+// guard, so that the next holder does not wait for the deletion.
+func setAside(path string, judged *Status) (tomb string, err error) {
+	tomb = fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
 	if err := osfile.RetrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return "", nil
 		}
-		return err
+		return "", err
 	}
 	content, err := readAllLimited(tomb)
 	if err == nil && sameLock(judged, content) {
-		return osfile.RetrySharing(func() error { return os.Remove(tomb) })
+		return tomb, nil
 	}
 	if perr := osfile.RetrySharing(func() error { return osfile.RenameNoReplace(tomb, path) }); perr != nil {
 		// A process outside the guard (the seed's Node tool) created a
 		// lock while another one was set aside. Ours must not replace
 		// theirs; the one set aside is lost either way.
 		os.Remove(tomb)
-		return fmt.Errorf("%w; could not put it back: %v", errChanged, perr)
+		return "", fmt.Errorf("%w; could not put it back: %v", errChanged, perr)
 	}
-	return errChanged
+	return "", errChanged
 }
 
 // readAllLimited reads at most maxRecordSize+1 bytes of the regular file

@@ -14,20 +14,46 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
-// retire closes the watch wk that h was waited for with, on a goroutine of
-// its own, so that the job starts without waiting for the kernel to close
-// it; Release waits for it. It reports whether it took wk (false for nil).
-func (h *Held) retire(wk *waker) bool {
-	if wk == nil {
-		return false
+// retire lets go of what waiting for h left behind, the queue ticket tk
+// and the watch wk, beside the job's start rather than before it: a
+// ticket's removal and close are changes in the folder that wake the
+// waiter behind, and an inotify instance's close waits for the kernel (an
+// SRCU grace period, 10-20 ms). They are let go on a goroutine of their
+// own once the job has started (NoteChild), at Release, or retireAfter
+// after the lock was had, whichever comes first; Release waits for them.
+// Until then the ticket stays in the queue, ahead of every other, which
+// changes nothing for the waiters behind: the lock is held.
+func (h *Held) retire(tk *ticket, wk *waker) {
+	if tk == nil && wk == nil {
+		return
 	}
-	done := make(chan struct{})
-	h.retired = done
-	go func() {
-		defer close(done)
+	h.retiring = func() {
+		tk.drop()
 		wk.close()
-	}()
-	return true
+	}
+	h.retired = make(chan struct{})
+	h.retireTimer = time.AfterFunc(retireAfter, h.letGo)
+}
+
+// retireAfter bounds how long an Acquire's ticket and watch outlive it when
+// nothing (NoteChild) says that the job has started: a caller that guards
+// work of its own keeps no ticket in the queue for longer. (A variable for
+// the tests.)
+var retireAfter = 50 * time.Millisecond
+
+// letGo starts what retire put off, once; it does nothing for a Held that
+// has nothing to let go of.
+func (h *Held) letGo() {
+	if h.retired == nil {
+		return
+	}
+	h.retireOnce.Do(func() {
+		h.retireTimer.Stop()
+		go func() {
+			defer close(h.retired)
+			h.retiring()
+		}()
+	})
 }
 
 // fileLock is one lock file held: a Held's lock, or one of its devices'.
@@ -281,6 +307,15 @@ func (h *fileLock) release() error {
 	if !h.stopHeartbeat() {
 		return nil
 	}
+	// A record that is still the very file this holder wrote (one
+	// lstat; nobody writes into another's record) is set aside at once
+	// under the guard, which setAside re-reads to check; any other is
+	// read and judged there first (removeRecord).
+	var pre *Status
+	if h.share == nil && h.lost.Reason() == nil && !h.moved() {
+		info := h.record()
+		pre = &Status{State: StateHeld, Path: h.o.Path, Info: &info}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
 	defer cancel()
 	g, gerr := takeGuard(ctx, h.o.Path)
@@ -293,16 +328,20 @@ func (h *fileLock) release() error {
 	// without the guard that looks in between finds the record with its
 	// liveness file gone and this process alive: held.
 	var removed bool
+	var tomb string
 	var err error
 	if h.share != nil {
 		removed, err = h.leaveGuarded()
 	} else {
 		h.live.release()
-		removed, err = h.removeRecord()
+		removed, tomb, err = h.removeRecord(pre)
 	}
-	// The guard goes before the log line: the next holder, woken by the
-	// removal, is waiting for it.
+	// The guard goes before the log line and the deletion of the record
+	// set aside: the next holder, woken by the removal, is waiting for it.
 	g.release()
+	if derr := deleteSetAside(tomb); derr != nil {
+		err = fmt.Errorf("lock: release: %w", derr)
+	}
 	if removed {
 		h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	}
@@ -330,24 +369,40 @@ func (h *fileLock) removeGuarded() error {
 	}
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
-	_, err := h.removeRecord()
-	return err
+	_, tomb, err := h.removeRecord(nil)
+	if err != nil {
+		return err
+	}
+	return deleteSetAside(tomb)
 }
 
-// removeRecord removes the record if it is still ours, reporting whether it
-// did. Call with the guard held (or not to be had), then release the
-// liveness lock.
-func (h *fileLock) removeRecord() (bool, error) {
+// removeRecord sets the record aside if it is still ours (setAside),
+// reporting whether it did and the file set aside, which the caller
+// deletes ("" when none). pre is the record as read, and found ours,
+// before the guard was taken, or nil: a record that changed since is read
+// and judged again. Call with the guard held (or not to be had), then
+// release the liveness lock.
+func (h *fileLock) removeRecord(pre *Status) (removed bool, tomb string, err error) {
+	if pre != nil {
+		tomb, err = setAside(h.o.Path, pre)
+		switch {
+		case err == nil && tomb != "":
+			return true, tomb, nil
+		case err != nil && !errors.Is(err, errChanged):
+			return false, "", fmt.Errorf("lock: release: %w", err)
+		}
+		// Gone or changed since it was read: judged below.
+	}
 	st, err := h.ours()
 	if errors.Is(err, errNotOurs) {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
-		return false, nil
+		return false, "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lock: release: %w", err)
+		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
-	if err := removeIfSame(h.o.Path, st); err != nil {
-		return false, fmt.Errorf("lock: release: %w", err)
+	if tomb, err = setAside(h.o.Path, st); err != nil {
+		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
-	return true, nil
+	return tomb != "", tomb, nil
 }

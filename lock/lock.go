@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -513,7 +514,12 @@ type Held struct {
 	devices []string // the names held, nil for one lock
 	locks   []*fileLock
 	lost    *lost.Signal
-	retired chan struct{} // closed once the watch it waited with is closed
+	// What waiting left behind (a ticket, a watch), let go of beside the
+	// job's start: see retire.
+	retiring    func()
+	retired     chan struct{} // closed once let go of; nil when nothing was left
+	retireTimer *time.Timer
+	retireOnce  sync.Once
 }
 
 // Path is the lock file's absolute path (with devices, the queue's).
@@ -578,8 +584,11 @@ func (h *Held) LostReason() error { return h.lost.Reason() }
 // liveness file, so that the lock stays alive while that group runs even if
 // this process is killed and the job's processes closed the liveness
 // files. It is one write per lock, with no guard and no new file: call it
-// the moment the job starts. RecordChild puts the group into the records
-// themselves, where status shows it.
+// the moment the job starts. It also lets go, in the background, of the
+// queue ticket and the watch that Acquire waited with, which were kept
+// until then so that the job's start did not wait for their removal.
+// RecordChild puts the group into the records themselves, where status
+// shows it.
 func (h *Held) NoteChild(pgid int) error {
 	var errs []error
 	for _, l := range h.locks {
@@ -587,6 +596,7 @@ func (h *Held) NoteChild(pgid int) error {
 			errs = append(errs, l.live.note(pgid))
 		}
 	}
+	h.letGo()
 	return errors.Join(errs...)
 }
 
@@ -610,6 +620,7 @@ func (h *Held) Release() error {
 		errs = append(errs, l.release())
 	}
 	if h.retired != nil {
+		h.letGo()
 		<-h.retired
 	}
 	return errors.Join(errs...)

@@ -348,7 +348,10 @@ func (h *fileLock) leaveGuarded() (bool, error) {
 		}
 	}
 	if len(rest) == 0 {
-		removed, err := h.removeRecord()
+		removed, tomb, err := h.removeRecord(nil)
+		if err == nil {
+			err = deleteSetAside(tomb)
+		}
 		h.live.release()
 		return removed, err
 	}

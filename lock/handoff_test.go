@@ -1,0 +1,192 @@
+package lock
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// queuedHolder has a second Acquire queue behind a holder and get the lock
+// when the holder releases it, so that it holds the lock with a ticket
+// taken while it waited.
+func queuedHolder(t *testing.T, o Options) *Held {
+	t.Helper()
+	first, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	waitUntil(t, "the second caller queued", func() bool { return liveWaiters(t, o.Path) == 1 })
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { h.Release() })
+	return h
+}
+
+func tickets(t *testing.T, path string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), filepath.Base(path)+ticketSuffix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// The ticket a waiter queued with is let go of beside its job's start, not
+// before it: it stays until NoteChild, Release or retireAfter, and goes
+// then.
+func TestTicketLetGoBesideTheJobsStart(t *testing.T) {
+	cases := []struct {
+		name   string
+		after  time.Duration // retireAfter
+		letGo  func(t *testing.T, h *Held)
+		atOnce bool // gone when letGo returns
+	}{
+		{"NoteChild", time.Hour, func(t *testing.T, h *Held) {
+			if err := h.NoteChild(os.Getpid()); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"Release", time.Hour, func(t *testing.T, h *Held) {
+			if err := h.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"nothing said", 100 * time.Millisecond, func(*testing.T, *Held) {}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(d time.Duration) { retireAfter = d }(retireAfter)
+			retireAfter = c.after
+			o := testOptions(t)
+			h := queuedHolder(t, o)
+			if c.after == time.Hour {
+				if got := tickets(t, o.Path); len(got) != 1 {
+					t.Fatalf("tickets once the lock is had = %v; want the holder's, kept until its job starts", got)
+				}
+			}
+			c.letGo(t, h)
+			if c.atOnce {
+				if got := tickets(t, o.Path); len(got) != 0 {
+					t.Fatalf("tickets after Release = %v; want none", got)
+				}
+				return
+			}
+			waitUntil(t, "the ticket let go of", func() bool { return len(tickets(t, o.Path)) == 0 })
+			if n := liveWaiters(t, o.Path); n != 0 {
+				t.Fatalf("%d live waiters, want 0", n)
+			}
+		})
+	}
+}
+
+// A waiter behind a holder that keeps its ticket until its job starts is
+// still served next, and its place is unchanged meanwhile.
+func TestWaiterBehindAHolderWithItsTicket(t *testing.T) {
+	defer func(d time.Duration) { retireAfter = d }(retireAfter)
+	retireAfter = time.Hour
+	o := testOptions(t)
+	h := queuedHolder(t, o)
+	got := make(chan *Held, 1)
+	go func() {
+		h2, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h2
+	}()
+	waitUntil(t, "the third caller queued", func() bool { return liveWaiters(t, o.Path) == 2 })
+	if err := h.NoteChild(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the holder's ticket let go of", func() bool { return liveWaiters(t, o.Path) == 1 })
+	select {
+	case <-got:
+		t.Fatal("the waiter took the lock while it was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := <-got
+	if h2 == nil {
+		t.FailNow()
+	}
+	h2.Release()
+	if odd := leftovers(t, o.Path); len(odd) > 0 {
+		t.Fatalf("left behind: %v", odd)
+	}
+}
+
+// Release sets the record aside under the guard and deletes it after: none
+// is left, and a record that is no longer ours, however it changed, is left
+// alone.
+func TestReleaseOfAChangedRecord(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, path string)
+		want   string // a token the lock file must still hold; "" for none
+	}{
+		{"unchanged", func(*testing.T, string) {}, ""},
+		{"rewritten in place", func(t *testing.T, path string) {
+			writeLock(t, path, os.Getpid(), "fedcba9876543210")
+		}, "fedcba9876543210"},
+		{"replaced by a new file", func(t *testing.T, path string) {
+			tmp := path + ".new"
+			writeLock(t, tmp, os.Getpid(), "0123456789abcdef")
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "0123456789abcdef"},
+		{"removed", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOptions(t)
+			h, err := Acquire(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.change(t, o.Path)
+			if err := h.Release(); err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "" && !strings.Contains(mustRead(t, o.Path), c.want) {
+				t.Fatal("Release removed another holder's lock")
+			}
+			if c.want == "" {
+				if _, err := os.Lstat(o.Path); !os.IsNotExist(err) {
+					t.Fatalf("lock file after Release: %v; want none", err)
+				}
+			}
+			if odd := leftovers(t, o.Path); len(odd) > 0 {
+				t.Fatalf("left behind: %v", odd)
+			}
+		})
+	}
+}
