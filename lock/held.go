@@ -32,7 +32,8 @@ func (h *Held) retire(tk *ticket, wk *waker) {
 		wk.close()
 	}
 	h.retired = make(chan struct{})
-	h.retireTimer = time.AfterFunc(retireAfter, h.letGo)
+	// Not stopped when something else comes first: letGo runs once.
+	time.AfterFunc(retireAfter, h.letGo)
 }
 
 // retireAfter bounds how long an Acquire's ticket and watch outlive it when
@@ -48,7 +49,6 @@ func (h *Held) letGo() {
 		return
 	}
 	h.retireOnce.Do(func() {
-		h.retireTimer.Stop()
 		go func() {
 			defer close(h.retired)
 			h.retiring()

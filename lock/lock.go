@@ -516,10 +516,9 @@ type Held struct {
 	lost    *lost.Signal
 	// What waiting left behind (a ticket, a watch), let go of beside the
 	// job's start: see retire.
-	retiring    func()
-	retired     chan struct{} // closed once let go of; nil when nothing was left
-	retireTimer *time.Timer
-	retireOnce  sync.Once
+	retiring   func()
+	retired    chan struct{} // closed once let go of; nil when nothing was left
+	retireOnce sync.Once
 }
 
 // Path is the lock file's absolute path (with devices, the queue's).
