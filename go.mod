@@ -14,7 +14,6 @@ require (
 	go.uber.org/zap v1.27.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/grpc v1.83.2
-	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 )
 
 require (

@@ -386,7 +386,7 @@ func (b *bench) notes() []string {
 			n += "; seed: `node seedlock.cjs run L bench overhead 0` (start node, acquire, hold 0 ms, release; no child)"
 		}
 		if len(b.floor) > 0 {
-			n += "; floor: bench/floor (a Go program linking urfave/cli, hclog, lumberjack, fsnotify and x/sys that only runs its argument), built like gpuexec, run as `floor true`"
+			n += "; floor: bench/floor (a Go program linking urfave/cli, hclog and x/sys, as gpuexec does on Linux, that only runs its argument), built like gpuexec, run as `floor true`"
 		}
 		notes = append(notes, n+".")
 	}
