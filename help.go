@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -28,7 +29,8 @@ var placeholders = map[string]string{
 	"nvidia-smi": "PATH",
 }
 
-var durationDefaultRE = regexp.MustCompile(`\(default: ([0-9hms.]+)\)`)
+// durationDefaultRE is compiled when help is first shown, not at every start.
+var durationDefaultRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\(default: ([0-9hms.]+)\)`) })
 
 // flagHelp is the help line of f, given urfave's (plain): "--wait
 // DURATION" rather than "--wait value", "--need N", and defaults written
@@ -39,8 +41,9 @@ func flagHelp(f cli.Flag, plain string) string {
 	switch f.(type) {
 	case *cli.DurationFlag:
 		placeholder = "DURATION"
-		plain = durationDefaultRE.ReplaceAllStringFunc(plain, func(m string) string {
-			d, err := time.ParseDuration(durationDefaultRE.FindStringSubmatch(m)[1])
+		re := durationDefaultRE()
+		plain = re.ReplaceAllStringFunc(plain, func(m string) string {
+			d, err := time.ParseDuration(re.FindStringSubmatch(m)[1])
 			if err != nil {
 				return m
 			}

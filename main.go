@@ -381,7 +381,10 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	cfg.Lock.Logger = job.Named("lock")
 	cfg.Logger = job.Named("supervisor")
 	sigs, stop := signals.Notify()
-	defer stop()
+	// Stopping waits for the Go runtime's signal thread, a round trip to
+	// it per signal (about half a millisecond on a small VM): it is left
+	// to the background, which a gpuexec about to exit does not wait for.
+	defer func() { go stop() }()
 	cfg.Signals = sigs
 	if code := supervisor.Run(context.Background(), cfg); code != 0 {
 		return cli.Exit("", code)

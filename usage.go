@@ -4,19 +4,22 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
 
 // The flag parsing errors that usageMessage rewrites: those of Go's flag
 // package (one dash, "parse error" with no reason) and those of urfave/cli
-// for a GPUEXEC_* variable.
-var (
-	badFlagValueRE = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `)
-	badEnvValueRE  = regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `)
-	needsValueRE   = regexp.MustCompile(`^flag needs an argument: -+(\S+)$`)
-	unknownFlagRE  = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
-)
+// for a GPUEXEC_* variable. Compiled when first needed, not at every start.
+var usageREs = sync.OnceValue(func() [4]*regexp.Regexp {
+	return [4]*regexp.Regexp{
+		regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `),
+		regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `),
+		regexp.MustCompile(`^flag needs an argument: -+(\S+)$`),
+		regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`),
+	}
+})
 
 // usageMessage is the one line gpuexec prints for a flag parsing error
 // err of the command c: the flag or variable, what was given and what is
@@ -28,6 +31,8 @@ func usageMessage(c *cli.Context, err error) string {
 	if c != nil && c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		help = "gpuexec " + c.Command.Name + " --help"
 	}
+	res := usageREs()
+	badFlagValueRE, badEnvValueRE, needsValueRE, unknownFlagRE := res[0], res[1], res[2], res[3]
 	if m := badFlagValueRE.FindStringSubmatch(msg); m != nil {
 		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1])
 	}
