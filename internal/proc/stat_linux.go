@@ -4,9 +4,12 @@ package proc
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // GroupAlive reports whether process group pgid still has a live member.
@@ -36,7 +39,7 @@ func GroupAlive(pgid int) bool {
 // ReadStat reads pid's /proc/PID/stat; ok false when the process is gone
 // or the file cannot be parsed.
 func ReadStat(pid int) (Stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return Stat{}, false
 	}
@@ -48,7 +51,7 @@ func ReadStat(pid int) (Stat, bool) {
 }
 
 func readStat(pid string) (Stat, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	b, err := readProc("/proc/" + pid + "/stat")
 	if err != nil {
 		return Stat{}, false
 	}
@@ -127,7 +130,7 @@ var (
 // bootTime is the boot time in ms since the epoch, from /proc/stat's btime.
 func bootTime() int64 {
 	bootOnce.Do(func() {
-		b, err := os.ReadFile("/proc/stat")
+		b, err := readProc("/proc/stat")
 		if err != nil {
 			return
 		}
@@ -149,7 +152,7 @@ func bootTime() int64 {
 // here rather than through gopsutil, whose process package costs every run
 // of gpuexec its packages' initialisation; other systems use gopsutil (proc_start_other.go).
 func Start(pid int) (ms int64, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
@@ -163,4 +166,32 @@ func Start(pid int) (ms int64, ok bool) {
 		return 0, false
 	}
 	return boot + ticks*1000/userHZ, true
+}
+
+// readProc reads the whole of a file of /proc with plain system calls:
+// os.ReadFile would also try the runtime's poller for it (fcntl calls and
+// an epoll_ctl), more than the read itself costs, at every judge of a lock
+// and every start of gpuexec.
+func readProc(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 2048)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }

@@ -42,6 +42,16 @@ func OpenRegular(path string, write bool) (*os.File, error) {
 	return f, nil
 }
 
+// ignoringEINTR calls op again while it fails with EINTR (a signal during
+// an open that may block, on a network filesystem).
+func ignoringEINTR(op func() error) error {
+	for {
+		if err := op(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
 // isLinkRefusal reports whether err is O_NOFOLLOW's refusal of a symbolic
 // link: ELOOP (Linux, macOS), EMLINK (FreeBSD).
 func isLinkRefusal(err error) bool {
@@ -73,10 +83,18 @@ func mustBeRegular(f *os.File, path string, change bool) error {
 func CreateExcl(path string, kind Kind) (*os.File, error) {
 	// Created as the umask has it (0644 under the usual 022), so that
 	// readers see it at once; then given its permissions.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
+	// A new regular file, never polled: os.NewFile takes it as it is
+	// (os.OpenFile would try the runtime's poller first, four fcntl calls
+	// and an epoll_ctl that fails for regular files).
+	f := os.NewFile(uintptr(fd), path)
 	perm := sharedPerm(filepath.Dir(path))
 	if kind == Locked {
 		perm = 0o640
