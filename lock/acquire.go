@@ -558,7 +558,14 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			}
 			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left %s untaken for %s (stopped?); they keep their places", what, before, it, headGrace), "path", o.Path)
 		}
-		// The caller lets go of the ticket (see Held.retire).
+		// A holder of one lock keeps its ticket until its job has
+		// started (see Held.retire): the lock it holds is all that the
+		// ticket waits for. A device set's ticket would hold up the
+		// waiters for its other devices, and a sharer's those who may
+		// join it: theirs goes now.
+		if t.names != nil || o.ShareMiB > 0 {
+			pl.leave()
+		}
 		return h, nil, nil
 	}
 	return nil, seen, nil
@@ -709,6 +716,12 @@ func queuePlace(g *guard, o Options, pl *place) (before int, err error) {
 		pl.pos = before + 1
 	}
 	return before, nil
+}
+
+// leave drops the caller's ticket once it holds the lock.
+func (pl *place) leave() {
+	pl.tk.drop()
+	pl.tk = nil
 }
 
 // settle reads the lock at path and clears it if it is stale (logging

@@ -300,11 +300,18 @@ func removeIfSame(path string, judged *Status) error {
 }
 
 // deleteSetAside deletes the lock file setAside moved to tomb; "" is none.
+// One already gone is no error: after a release lets go of the guard, the
+// next holder's sweep may find it first where it cannot see this process
+// alive (another pid namespace sharing the folder).
 func deleteSetAside(tomb string) error {
 	if tomb == "" {
 		return nil
 	}
-	return osfile.RetrySharing(func() error { return os.Remove(tomb) })
+	err := osfile.RetrySharing(func() error { return os.Remove(tomb) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // setAside is removeIfSame's first half: it renames the lock at path aside

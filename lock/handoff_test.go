@@ -190,3 +190,72 @@ func TestReleaseOfAChangedRecord(t *testing.T) {
 		})
 	}
 }
+
+// A device set's holder drops its ticket as it takes a device: kept, it
+// would hold up the waiters for the set's other devices, which are free.
+func TestDeviceSetTicketGoesAtOnce(t *testing.T) {
+	defer func(d time.Duration) { retireAfter = d }(retireAfter)
+	retireAfter = time.Hour
+	o := testOptions(t)
+	o.Devices = []string{"0", "1"}
+	one := func(name string) Options {
+		d := o
+		d.Devices = []string{name}
+		return d
+	}
+	x, err := Acquire(context.Background(), one("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := Acquire(context.Background(), one("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Held, 1)
+	go func() {
+		w, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	waitUntil(t, "the set's waiter queued", func() bool { return liveWaiters(t, o.Path) == 1 })
+	if err := x.Release(); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	defer w.Release()
+	if got := tickets(t, o.Path); len(got) != 0 {
+		t.Fatalf("tickets once the set's waiter holds device 0 = %v; want none", got)
+	}
+	if err := y.Release(); err != nil {
+		t.Fatal(err)
+	}
+	z, err := TryAcquire(o)
+	if err != nil {
+		t.Fatalf("TryAcquire of the set with device 1 free: %v", err)
+	}
+	if d := z.Devices(); len(d) != 1 || d[0] != "1" {
+		t.Fatalf("took %v, want [1]", d)
+	}
+	z.Release()
+}
+
+// Release finds the record set aside already gone (another holder's sweep
+// in a pid namespace where this process is not seen alive): no error.
+func TestReleaseWhenTheSetAsideRecordIsGone(t *testing.T) {
+	o := testOptions(t)
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteSetAside(o.Path + ".stale-1-abcdef"); err != nil {
+		t.Fatalf("deleteSetAside of a file already gone: %v", err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -22,7 +22,8 @@ import (
 // own once the job has started (NoteChild), at Release, or retireAfter
 // after the lock was had, whichever comes first; Release waits for them.
 // Until then the ticket stays in the queue, ahead of every other, which
-// changes nothing for the waiters behind: the lock is held.
+// changes nothing for the waiters behind: the one lock it waited for is
+// held (a device set's or a sharer's ticket goes at once: see attempt).
 func (h *Held) retire(tk *ticket, wk *waker) {
 	if tk == nil && wk == nil {
 		return
@@ -97,7 +98,7 @@ func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 	h.beat, h.beatEnded = context.WithCancel(context.Background())
 	// Seen from before the record can be removed (newHeld runs under
 	// the guard, which every removal takes).
-	h.file, _ = os.Lstat(o.Path)
+	h.file, _ = lstatPinned(o.Path)
 	go h.heartbeat()
 	return h
 }
@@ -178,6 +179,17 @@ func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
 	return fn()
 }
 
+// lstatPinned is os.Lstat of the lock file at path with the file's identity
+// read at once: on Windows os.SameFile reads it lazily, by path, at the
+// first comparison, when the path may name another file.
+func lstatPinned(path string) (os.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	if err == nil {
+		os.SameFile(fi, fi)
+	}
+	return fi, err
+}
+
 // moved reports whether the lock file is gone or another file than the one
 // this holder wrote.
 func (h *fileLock) moved() bool {
@@ -195,7 +207,7 @@ func (h *fileLock) check() error {
 		if _, err := h.ours(); err != nil {
 			return err
 		}
-		fi, err := os.Lstat(h.o.Path)
+		fi, err := lstatPinned(h.o.Path)
 		h.mu.Lock()
 		h.file = fi
 		h.mu.Unlock()
@@ -288,7 +300,7 @@ func (h *fileLock) rewriteRecord(next *Info) error {
 	if err := replaceRecord(h.o.Path, next); err != nil {
 		return err
 	}
-	fi, _ := os.Lstat(h.o.Path)
+	fi, _ := lstatPinned(h.o.Path)
 	h.mu.Lock()
 	h.file = fi
 	h.mu.Unlock()
@@ -306,15 +318,6 @@ const releaseGuardWait = 5 * time.Second
 func (h *fileLock) release() error {
 	if !h.stopHeartbeat() {
 		return nil
-	}
-	// A record that is still the very file this holder wrote (one
-	// lstat; nobody writes into another's record) is set aside at once
-	// under the guard, which setAside re-reads to check; any other is
-	// read and judged there first (removeRecord).
-	var pre *Status
-	if h.share == nil && h.lost.Reason() == nil && !h.moved() {
-		info := h.record()
-		pre = &Status{State: StateHeld, Path: h.o.Path, Info: &info}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
 	defer cancel()
@@ -334,7 +337,7 @@ func (h *fileLock) release() error {
 		removed, err = h.leaveGuarded()
 	} else {
 		h.live.release()
-		removed, tomb, err = h.removeRecord(pre)
+		removed, tomb, err = h.removeRecord()
 	}
 	// The guard goes before the log line and the deletion of the record
 	// set aside: the next holder, woken by the removal, is waiting for it.
@@ -369,30 +372,19 @@ func (h *fileLock) removeGuarded() error {
 	}
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
-	_, tomb, err := h.removeRecord(nil)
+	_, tomb, err := h.removeRecord()
 	if err != nil {
 		return err
 	}
 	return deleteSetAside(tomb)
 }
 
-// removeRecord sets the record aside if it is still ours (setAside),
-// reporting whether it did and the file set aside, which the caller
-// deletes ("" when none). pre is the record as read, and found ours,
-// before the guard was taken, or nil: a record that changed since is read
-// and judged again. Call with the guard held (or not to be had), then
-// release the liveness lock.
-func (h *fileLock) removeRecord(pre *Status) (removed bool, tomb string, err error) {
-	if pre != nil {
-		tomb, err = setAside(h.o.Path, pre)
-		switch {
-		case err == nil && tomb != "":
-			return true, tomb, nil
-		case err != nil && !errors.Is(err, errChanged):
-			return false, "", fmt.Errorf("lock: release: %w", err)
-		}
-		// Gone or changed since it was read: judged below.
-	}
+// removeRecord sets the record aside if it is still ours (read and judged
+// first, then setAside, which re-reads it), reporting whether it did and
+// the file set aside, which the caller deletes ("" when none). A record
+// that is not ours is never touched, not even renamed for a moment. Call
+// with the guard held (or not to be had), then release the liveness lock.
+func (h *fileLock) removeRecord() (removed bool, tomb string, err error) {
 	st, err := h.ours()
 	if errors.Is(err, errNotOurs) {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
