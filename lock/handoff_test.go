@@ -259,3 +259,28 @@ func TestReleaseWhenTheSetAsideRecordIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A record replaced the moment after it was written (a forced clear, then
+// another holder) is noticed by the self-check, long before the next
+// heartbeat: the holder's idea of its file is read at once, not at the
+// first check (Windows reads a file's identity lazily, by path).
+func TestRecordReplacedAtOnceIsNoticed(t *testing.T) {
+	o := testOptions(t) // heartbeat: an hour
+	h, err := Acquire(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if err := os.Remove(o.Path); err != nil {
+		t.Fatal(err)
+	}
+	writeLock(t, o.Path, os.Getpid(), "0123456789abcdef")
+	waitUntil(t, "the holder to notice its lock is lost", func() bool {
+		select {
+		case <-h.Lost():
+			return true
+		default:
+			return false
+		}
+	})
+}

@@ -70,7 +70,6 @@ type fileLock struct {
 
 	mu       sync.Mutex
 	released atomic.Bool
-	file     os.FileInfo // the lock file as written, to tell it is still there
 
 	// lost is the Held's: marked when this lock was found to be no
 	// longer ours (removed, or replaced by another holder's).
@@ -96,16 +95,15 @@ func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 		done: make(chan struct{}),
 	}
 	h.beat, h.beatEnded = context.WithCancel(context.Background())
-	// Seen from before the record can be removed (newHeld runs under
-	// the guard, which every removal takes).
-	h.file, _ = lstatPinned(o.Path)
 	go h.heartbeat()
 	return h
 }
 
-// selfCheck is how often a holder looks whether its lock file is still the
-// file it wrote (one lstat): a forced clear, or the seed's tool clearing it
-// by its mtime, is noticed within a second, not a heartbeat later.
+// selfCheck is how often a holder reads its lock file to see that it still
+// holds its record (one small read, without the guard): a forced clear, or
+// the seed's tool clearing it by its mtime and taking it, is noticed within
+// a second, not a heartbeat later. (The file's identity would not do: a
+// file created just after one is removed may get the same inode number.)
 // (Watching the folder would notice at once, but closing an inotify
 // instance waits for the kernel's SRCU grace period, 10-20 ms here, at
 // every release.)
@@ -148,7 +146,7 @@ func (h *fileLock) heartbeat() {
 					h.o.Logger.Debug("could not name this sharer in the shared record", "path", h.o.Path, "error", err)
 				}
 			}
-			if !h.moved() {
+			if h.stillOurs() {
 				continue
 			}
 			check = h.check
@@ -179,38 +177,19 @@ func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
 	return fn()
 }
 
-// lstatPinned is os.Lstat of the lock file at path with the file's identity
-// read at once: on Windows os.SameFile reads it lazily, by path, at the
-// first comparison, when the path may name another file.
-func lstatPinned(path string) (os.FileInfo, error) {
-	fi, err := os.Lstat(path)
-	if err == nil {
-		os.SameFile(fi, fi)
-	}
-	return fi, err
-}
-
-// moved reports whether the lock file is gone or another file than the one
-// this holder wrote.
-func (h *fileLock) moved() bool {
-	fi, err := os.Lstat(h.o.Path)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return err != nil || h.file == nil || !os.SameFile(fi, h.file)
+// stillOurs reports whether the lock file, read without the guard, still
+// holds this holder's record; check then judges under the guard any that
+// does not seem to.
+func (h *fileLock) stillOurs() bool {
+	st, err := readStatus(h.o.Path)
+	return err == nil && h.isOurs(st) == nil
 }
 
 // check reads the lock under the guard and reports errNotOurs if it is no
-// longer this holder's; if it still is (a record put back by a clearing
-// that found it alive), that file is the one to watch.
+// longer this holder's.
 func (h *fileLock) check() error {
 	return h.underGuard(h.beat, func() error {
-		if _, err := h.ours(); err != nil {
-			return err
-		}
-		fi, err := lstatPinned(h.o.Path)
-		h.mu.Lock()
-		h.file = fi
-		h.mu.Unlock()
+		_, err := h.ours()
 		return err
 	})
 }
@@ -232,10 +211,11 @@ func (h *fileLock) isOurs(st *Status) error {
 	if st.State == StateFree {
 		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
-	if h.share != nil && st.Info != nil && st.Info.Share && st.Info.Token == h.info.Token {
+	mine := h.record()
+	if h.share != nil && st.Info != nil && st.Info.Share && st.Info.Token == mine.Token {
 		return nil // a shared record names any of its sharers
 	}
-	if st.Info == nil || st.Info.Token != h.info.Token || st.Info.PID != h.info.PID || h.share != nil {
+	if st.Info == nil || st.Info.Token != mine.Token || st.Info.PID != mine.PID || h.share != nil {
 		return fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
 	}
 	return nil
@@ -283,7 +263,7 @@ func (h *fileLock) recordChild(pgid int) error {
 		next := *h.info
 		next.ChildPGID = pgid
 		h.mu.Unlock()
-		if err := h.rewriteRecord(&next); err != nil {
+		if err := replaceRecord(h.o.Path, &next); err != nil {
 			return err
 		}
 		h.mu.Lock()
@@ -291,20 +271,6 @@ func (h *fileLock) recordChild(pgid int) error {
 		h.mu.Unlock()
 		return nil
 	})
-}
-
-// rewriteRecord replaces the record with next (call with the guard held,
-// the record checked to be ours) and notes the new file as the one whose
-// replacement would mean the lock is lost.
-func (h *fileLock) rewriteRecord(next *Info) error {
-	if err := replaceRecord(h.o.Path, next); err != nil {
-		return err
-	}
-	fi, _ := lstatPinned(h.o.Path)
-	h.mu.Lock()
-	h.file = fi
-	h.mu.Unlock()
-	return nil
 }
 
 // releaseGuardWait bounds how long Release waits for the guard. Release

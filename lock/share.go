@@ -412,7 +412,7 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 // caller holds) to name the sharer me, and notes the new file as ours.
 func (h *fileLock) nameInRecord(rec Info, me Sharer) error {
 	next := sharerInfo(rec, me)
-	return h.rewriteRecord(&next)
+	return replaceRecord(h.o.Path, &next)
 }
 
 // fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.
