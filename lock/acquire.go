@@ -169,11 +169,26 @@ const livenessProbe = 100 * time.Millisecond
 // after one more headGrace, so that live waiters keep their order.
 const headGrace = 2 * time.Second
 
-// passCheck is how often a waiter behind the head looks whether a lock it
-// waits for is free (see passHeads) where the folder is watched; a free
-// lock found is then passed at the very moment its grace ends, counted
-// from when the folder last changed.
+// passCheck is how often the waiter just behind the head looks whether a
+// lock it waits for is free (see passHeads) where the folder is watched; a
+// free lock found is then passed at the very moment its grace ends,
+// counted from when the folder last changed. Waiters further back look
+// less often (passEvery).
 const passCheck = time.Second
+
+// maxPassCheck bounds how seldom a waiter looks (see passEvery).
+const maxPassCheck = 10 * time.Second
+
+// passEvery is how often a waiter at place pos (2 is just behind the head)
+// looks whether a lock it waits for is free. It passes such a lock only
+// once it has been left free for (pos-1) headGraces, counted from when the
+// folder last changed, so a look every (pos-1) passChecks, half that, still
+// passes on time; at most maxPassCheck, so that a place known only roughly
+// (several ahead left at once) is not looked after for long. A hundred
+// waiters then wake about twelve times a second together, not a hundred.
+func passEvery(pos int) time.Duration {
+	return min(time.Duration(max(pos-1, 1))*passCheck, maxPassCheck)
+}
 
 // waitForChange blocks until something may have changed for the waiter at
 // pl: for the head of the queue, a release seen in the folder or a holder
@@ -187,8 +202,8 @@ const passCheck = time.Second
 // the others would only cost them CPU at every handoff.
 //
 // Where the folder is watched (Linux) nothing wakes a waiter between
-// events but passCheck behind the head and the poll: waiting costs no CPU
-// whatever the queue's length. The liveness probe (every livenessProbe)
+// events but the look for a free lock behind the head (passEvery) and the
+// poll: waiting costs next to no CPU whatever the queue's length. The liveness probe (every livenessProbe)
 // remains for what cannot be watched: no watch at all, a holder without a
 // liveness file (the Node tool's), one whose liveness lock is free while
 // its job's process group still runs. The waiting line is logged when rep
@@ -233,7 +248,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 		defer t.Stop()
 		probeC = t.C
 	} else if !head {
-		pass = time.NewTimer(passCheck)
+		pass = time.NewTimer(passEvery(pl.pos))
 		defer pass.Stop()
 		passC = pass.C
 	}
@@ -256,7 +271,13 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 				return true // nobody live ahead: the head now
 			}
 			if ahead != was {
+				// A waiter ahead left: one place nearer the
+				// front at least (places only ever fall).
 				pl.freeSince = time.Time{}
+				pl.pos = max(pl.pos-1, 2)
+				if pass != nil {
+					pass.Reset(passEvery(pl.pos))
+				}
 			}
 		case <-poll.C:
 			return true
@@ -341,7 +362,7 @@ func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
 	}
 	if !free {
 		pl.freeSince = time.Time{}
-		return false, passCheck
+		return false, passEvery(pl.pos)
 	}
 	if pl.freeSince.IsZero() {
 		// Free since the folder last changed at the latest (the
@@ -359,7 +380,7 @@ func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
 	}
 	k := max(pl.pos-1, 1)
 	if at := pl.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
-		return false, min(at.Sub(now), passCheck)
+		return false, min(at.Sub(now), passEvery(pl.pos))
 	}
 	pl.pass = k
 	// Should the try not take it (the head took it meanwhile, or a

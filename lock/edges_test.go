@@ -264,6 +264,36 @@ func TestPassHeads(t *testing.T) {
 	}
 }
 
+// Waiters further back look for a free lock less often, but always at
+// least twice within the grace they wait before passing.
+func TestPassEvery(t *testing.T) {
+	for _, tt := range []struct {
+		pos  int
+		want time.Duration
+	}{
+		{0, passCheck}, {1, passCheck}, {2, passCheck}, {3, 2 * passCheck},
+		{6, 5 * passCheck}, {11, maxPassCheck}, {100, maxPassCheck},
+	} {
+		got := passEvery(tt.pos)
+		if got != tt.want {
+			t.Errorf("passEvery(%d) = %s, want %s", tt.pos, got, tt.want)
+		}
+		if grace := time.Duration(max(tt.pos-1, 1)) * headGrace; got > grace/2 && got != maxPassCheck {
+			t.Errorf("passEvery(%d) = %s: fewer than two looks in its grace of %s", tt.pos, got, grace)
+		}
+	}
+	// A held lock is looked at again a passEvery later.
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held.lock")
+	if err := os.WriteFile(held, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 7}
+	if ok, next := pl.passHeads(time.Now()); ok || next != 6*passCheck {
+		t.Errorf("held, place 7: passes %v, next look in %s; want no, %s", ok, next, 6*passCheck)
+	}
+}
+
 // Arrival numbers never wrap to the front, whatever the counter in the
 // guard or the tickets in the folder say; a guard this process may not
 // write still numbers tickets.
