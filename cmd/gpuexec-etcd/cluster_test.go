@@ -184,11 +184,13 @@ func TestCutOffHolderOnLostContinueShares(t *testing.T) {
 // past the point where it would have been stopped, no second holder
 // appears, and the waiters are served in their order.
 func TestLeaderKilledWhileHolding(t *testing.T) {
-	// An election takes one to two seconds; the holder stops 4 s after
-	// its last confirmed renewal.
-	const ttl = 6 * time.Second
+	// An election takes one to two seconds, and more on a machine busy
+	// with other tests (it once took long enough for a holder with a 6 s
+	// TTL to stop its job); the holder stops 6 s after its last confirmed
+	// renewal.
+	const ttl = 9 * time.Second
 	cl := etcdtest.StartCluster(t, 3)
-	url := cl.URL("gpuexec-e2e/leader-killed", "ttl=6s")
+	url := cl.URL("gpuexec-e2e/leader-killed", "ttl=9s")
 	work := t.TempDir()
 	holder, _ := holdJobIn(t, url, []string{workEnv + "=" + work})
 	var waiters []*proc
