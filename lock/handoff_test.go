@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,19 +37,13 @@ func queuedHolder(t *testing.T, o Options) *Held {
 	return h
 }
 
-func tickets(t *testing.T, path string) []string {
+func tickets(t *testing.T, path string) []ticketEntry {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Dir(path))
+	l, err := listTickets(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), filepath.Base(path)+ticketSuffix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return l
 }
 
 // The ticket a waiter queued with is let go of beside its job's start, not
