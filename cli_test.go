@@ -267,6 +267,12 @@ func lockIn(t testing.TB) (dir, lock string) {
 	return dir, filepath.Join(dir, "gpu.lock")
 }
 
+// queueLen is how many waiters status --json lists for lock.
+func queueLen(t *testing.T, lock string) int {
+	q, _ := testsupport.StatusJSON(t, long, gpuexecBin, lock)["queue"].([]any)
+	return len(q)
+}
+
 func lockExists(lock string) bool {
 	_, err := os.Lstat(lock)
 	return err == nil

@@ -604,10 +604,7 @@ func TestStoppedHeadIsPassed(t *testing.T) {
 	_, lock := lockIn(t)
 	h := startHolder(t, lock)
 	queued := func(n int) func() bool {
-		return func() bool {
-			q, _ := testsupport.StatusJSON(t, long, gpuexecBin, lock)["queue"].([]any)
-			return len(q) == n
-		}
+		return func() bool { return queueLen(t, lock) == n }
 	}
 	a := startProc(t, gpuexecCmd(nil, "--lock", lock, "--slug", "stopped", "--", "true"))
 	testsupport.Await(t, long, "the first waiter to queue", queued(1))

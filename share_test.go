@@ -137,15 +137,9 @@ func TestShareWholeCardAtTheHead(t *testing.T) {
 	a := startShared(t, c, lock, "--share", "--vram", "4G", "--slug", "a")
 	awaitStarted(t, a)
 	whole := startShared(t, c, lock, "--slug", "whole")
-	testsupport.Await(t, long, "the whole-card job queued", func() bool {
-		q, _ := testsupport.StatusJSON(t, long, gpuexecBin, lock)["queue"].([]any)
-		return len(q) == 1
-	})
+	testsupport.Await(t, long, "the whole-card job queued", func() bool { return queueLen(t, lock) == 1 })
 	later := startShared(t, c, lock, "--share", "--vram", "4G", "--slug", "later")
-	testsupport.Await(t, long, "the later sharer queued", func() bool {
-		q, _ := testsupport.StatusJSON(t, long, gpuexecBin, lock)["queue"].([]any)
-		return len(q) == 2
-	})
+	testsupport.Await(t, long, "the later sharer queued", func() bool { return queueLen(t, lock) == 2 })
 	testsupport.StillBlocked(t, 3*time.Second, "the later sharer", func() bool { return later.started() || whole.started() })
 	wantCode(t, a.end(t), 0)
 	awaitStarted(t, whole)

@@ -152,16 +152,7 @@ func TestAdmitKeepsThePlace(t *testing.T) {
 	testsupport.Await(t, 20*time.Second, "the second waiter queued", func() bool { return liveWaiters(t, o.Path) == 2 })
 	testsupport.StillBlocked(t, 3*headGrace, "a lock taken past a waiter held up by memory", func() bool { return len(order) > 0 })
 	a.set("", true)
-	for _, want := range []string{"first", "second"} {
-		select {
-		case got := <-order:
-			if got != want {
-				t.Fatalf("served %s, want %s", got, want)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not served", want)
-		}
-	}
+	wantServed(t, order, "first", "second")
 }
 
 // A head that stopped (it does not tend its ticket) is still passed.
@@ -252,16 +243,7 @@ func TestAdmitAskedFromAPlace(t *testing.T) {
 	go run(second)
 	testsupport.StillBlocked(t, 3*headGrace, "the free lock taken from under a waiter asking Admit", func() bool { return len(order) > 0 })
 	answer <- true
-	for _, want := range []string{"first", "second"} {
-		select {
-		case got := <-order:
-			if got != want {
-				t.Fatalf("served %s, want %s", got, want)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not served", want)
-		}
-	}
+	wantServed(t, order, "first", "second")
 }
 
 // TryAcquire bounds its wait for a guard, not Admit: an Admit that takes
@@ -343,5 +325,21 @@ func TestLockNewWaitsOutAProbe(t *testing.T) {
 	}
 	if err := lockNew(f, "ticket"); err == nil || !strings.Contains(err.Error(), "ticket locked by another process") {
 		t.Fatalf("lockNew against a holder: %v", err)
+	}
+}
+
+// wantServed checks that the callers named want are served (their names
+// come on order) in that order, each within 20 s.
+func wantServed(t *testing.T, order <-chan string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		select {
+		case got := <-order:
+			if got != w {
+				t.Fatalf("served %s, want %s", got, w)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not served", w)
+		}
 	}
 }
