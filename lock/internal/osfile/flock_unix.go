@@ -45,14 +45,7 @@ func TryLockShared(f *os.File) (ok bool, err error) {
 func WaitLock(ctx context.Context, f *os.File) (ok, gaveUp bool, err error) {
 	done := make(chan error, 1)
 	go func() {
-		var err error
-		for {
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-		done <- err
+		done <- ignoringEINTR(func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX) })
 	}()
 	select {
 	case err := <-done:

@@ -43,7 +43,8 @@ func OpenRegular(path string, write bool) (*os.File, error) {
 }
 
 // ignoringEINTR calls op again while it fails with EINTR (a signal during
-// an open that may block, on a network filesystem).
+// a system call that may block: an open on a network filesystem, a kernel
+// lock waited for).
 func ignoringEINTR(op func() error) error {
 	for {
 		if err := op(); !errors.Is(err, unix.EINTR) {
