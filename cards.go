@@ -37,15 +37,16 @@ func reserveFlag() cli.Flag {
 		Usage: "with --share: video memory sharers leave free on each GPU, `SIZE` (default: 5% of the GPU, at least 512M)"}
 }
 
-// reserveOf is --reserve in MiB (0: the default).
-func reserveOf(c *cli.Context) (gpu.MiB, error) {
-	v := c.String("reserve")
+// sizeOf is the size flag name (--vram, --reserve) in MiB; 0 when not
+// given (for --reserve: the default).
+func sizeOf(c *cli.Context, name string) (gpu.MiB, error) {
+	v := c.String(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := gpu.ParseSize(v)
 	if err != nil {
-		return 0, failed("--reserve: %v", err)
+		return 0, failed("--%s: %v", name, err)
 	}
 	return n, nil
 }
@@ -139,19 +140,6 @@ func discovered(c *cli.Context) ([]string, error) {
 		names[i] = strconv.Itoa(d.Index)
 	}
 	return names, nil
-}
-
-// vramOf is --vram in MiB (0 without it).
-func vramOf(c *cli.Context) (gpu.MiB, error) {
-	v := c.String("vram")
-	if v == "" {
-		return 0, nil
-	}
-	n, err := gpu.ParseSize(v)
-	if err != nil {
-		return 0, failed("--vram: %v", err)
-	}
-	return n, nil
 }
 
 // gpuSource is the job's source of GPU facts: without --vram and

@@ -332,7 +332,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if o.Slug == "" {
 		o.Slug = lock.SafeName(commandName(argv[0]))
 	}
-	vram, err := vramOf(c)
+	vram, err := sizeOf(c, "vram")
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reserve, err := reserveOf(c)
+	reserve, err := sizeOf(c, "reserve")
 	if err != nil {
 		return err
 	}
@@ -491,7 +491,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if errors.As(gerr, &ec) {
 		return gerr
 	}
-	reserve, err := reserveOf(c)
+	reserve, err := sizeOf(c, "reserve")
 	if err != nil {
 		return err
 	}
