@@ -12,14 +12,16 @@ import (
 // The flag parsing errors that usageMessage rewrites: those of Go's flag
 // package (one dash, "parse error" with no reason) and those of urfave/cli
 // for a GPUEXEC_* variable. Compiled when first needed, not at every start.
-var usageREs = sync.OnceValue(func() [4]*regexp.Regexp {
-	return [4]*regexp.Regexp{
-		regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `),
-		regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `),
-		regexp.MustCompile(`^flag needs an argument: -+(\S+)$`),
-		regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`),
+var usageREs = sync.OnceValue(func() usagePatterns {
+	return usagePatterns{
+		badFlagValue: regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `),
+		badEnvValue:  regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `),
+		needsValue:   regexp.MustCompile(`^flag needs an argument: -+(\S+)$`),
+		unknownFlag:  regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`),
 	}
 })
+
+type usagePatterns struct{ badFlagValue, badEnvValue, needsValue, unknownFlag *regexp.Regexp }
 
 // usageMessage is the one line gpuexec prints for a flag parsing error
 // err of the command c: the flag or variable, what was given and what is
@@ -31,21 +33,20 @@ func usageMessage(c *cli.Context, err error) string {
 	if c != nil && c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		help = "gpuexec " + c.Command.Name + " --help"
 	}
-	res := usageREs()
-	badFlagValueRE, badEnvValueRE, needsValueRE, unknownFlagRE := res[0], res[1], res[2], res[3]
-	if m := badFlagValueRE.FindStringSubmatch(msg); m != nil {
+	re := usageREs()
+	if m := re.badFlagValue.FindStringSubmatch(msg); m != nil {
 		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1])
 	}
-	if m := badEnvValueRE.FindStringSubmatch(msg); m != nil {
+	if m := re.badEnvValue.FindStringSubmatch(msg); m != nil {
 		return m[2] + ": " + badValue(flagNamed(c, m[3]), m[1])
 	}
-	if m := needsValueRE.FindStringSubmatch(msg); m != nil {
+	if m := re.needsValue.FindStringSubmatch(msg); m != nil {
 		if _, ok := flagNamed(c, m[1]).(*cli.DurationFlag); ok {
 			return "--" + m[1] + " needs a duration, such as 5s, 20m or 1h30m"
 		}
 		return "--" + m[1] + " needs a value (see " + help + ")"
 	}
-	if m := unknownFlagRE.FindStringSubmatch(msg); m != nil {
+	if m := re.unknownFlag.FindStringSubmatch(msg); m != nil {
 		return "unknown flag --" + m[1] + " (see " + help + ")"
 	}
 	return msg + " (see " + help + ")"
