@@ -338,11 +338,19 @@ func (h *fileLock) removeGuarded() error {
 	}
 	// The liveness lock goes after the record, on every path.
 	defer h.live.release()
-	_, tomb, err := h.removeRecord()
+	_, err := h.removeRecordNow()
+	return err
+}
+
+// removeRecordNow is removeRecord with the file set aside deleted at once,
+// where nobody waits on this process's guard for it: a rollback, or a
+// sharer's release.
+func (h *fileLock) removeRecordNow() (bool, error) {
+	removed, tomb, err := h.removeRecord()
 	if err != nil {
-		return err
+		return false, err
 	}
-	return deleteSetAside(tomb)
+	return removed, deleteSetAside(tomb)
 }
 
 // removeRecord sets the record aside if it is still ours (read and judged

@@ -348,10 +348,7 @@ func (h *fileLock) leaveGuarded() (bool, error) {
 		}
 	}
 	if len(rest) == 0 {
-		removed, tomb, err := h.removeRecord()
-		if err == nil {
-			err = deleteSetAside(tomb)
-		}
+		removed, err := h.removeRecordNow()
 		h.live.release()
 		return removed, err
 	}
