@@ -2,8 +2,9 @@
 // links the libraries gpuexec is built on for Linux (their package inits
 // run at every start, as in gpuexec: urfave/cli, hclog, x/sys; fsnotify is
 // linked only on other systems, and the log file is gpuexec's own) and
-// does nothing but run its argument and pass on its exit status. No wrapper written in Go with these libraries starts a
-// command faster; gpuexec's own work is what it takes beyond this.
+// does nothing but run its argument and pass on its exit status. No
+// wrapper written in Go with these libraries starts a command faster;
+// gpuexec's own work is what it takes beyond this.
 package main
 
 import (
