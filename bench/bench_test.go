@@ -64,6 +64,8 @@ func TestQuick(t *testing.T) {
 		"(a) overhead of `-- true`",
 		"(a) overhead median ÷ flock's",
 		"(a) floor: Go with gpuexec's libraries",
+		"(a) overhead median ÷ the Go floor's",
+		"(a) floor with the lock's file work and signals",
 		"(b) handoff gap p50",
 		"(b) handoff gap p90",
 		"(b) handoff gap p99",
@@ -91,7 +93,10 @@ func TestQuick(t *testing.T) {
 			continue
 		}
 		if strings.HasPrefix(want, "(a) floor") && !regexp.MustCompile(`^[0-9.]+ \([0-9.]+×\)$`).MatchString(found[1]) {
-			t.Errorf("floor: %q, want its median and ratio to flock's", found[1])
+			t.Errorf("%s: %q, want its median and a ratio", want, found[1])
+		}
+		if strings.HasPrefix(want, "(a) overhead median ÷ the Go floor's") && !regexp.MustCompile(`^[0-9.]+×$`).MatchString(found[1]) {
+			t.Errorf("overhead ÷ the floor: %q, want a ratio", found[1])
 		}
 		if strings.HasPrefix(want, "(b) CPU") {
 			for i, c := range found[1:4] {
@@ -122,7 +127,7 @@ func TestQuick(t *testing.T) {
 			}
 		}
 	}
-	if len(rows) != 18 {
-		t.Errorf("%d rows, want 18", len(rows))
+	if len(rows) != 20 {
+		t.Errorf("%d rows, want 20", len(rows))
 	}
 }

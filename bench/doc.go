@@ -20,7 +20,11 @@
 //	a  wrapper overhead: `gpuexec --lock L -- true` against `flock L true`
 //	   (and the seed's run mode holding 0 ms), uncontended, -runs runs each,
 //	   interleaved run by run; min, median, p90 and the ratio of medians to
-//	   flock's.
+//	   flock's; and against two Go floors (bench/floor), run interleaved
+//	   with them: `floor true`, a Go program linking gpuexec's libraries
+//	   that only runs true (target: gpuexec's median <= 1.25x its), and
+//	   `floor -lock L true`, which also catches gpuexec's signals and takes
+//	   and gives back the lock with the core of gpuexec's file operations.
 //	b  handoff gap: -contenders loop processes, each running the wrapper
 //	   around a critical section -cycles times. The critical section is this
 //	   program re-executed (BENCH_ROLE=critical): it notes the time at its

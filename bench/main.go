@@ -147,22 +147,23 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // bench is one run of the benchmark.
 type bench struct {
-	cfg      *config
-	dir      string // the temporary folder
-	logs     string // dir/logs: outputs of every process
-	progress io.Writer
-	pmu      sync.Mutex
-	self     string // this program, for the roles
-	root     string
-	truePath string
-	env      []string // os.Environ without GPUEXEC_, SEEDLOCK_ and BENCH_ variables
-	cs       []*contender
-	bare     []time.Duration // (a): true alone, for reference
-	floorBin string          // (a): bench/floor, built like gpuexec
-	floor    []time.Duration // (a): floor true, for reference
-	load     string          // the 1-minute load average at start
-	gpuexec  gpuexecInfo
-	failed   bool
+	cfg         *config
+	dir         string // the temporary folder
+	logs        string // dir/logs: outputs of every process
+	progress    io.Writer
+	pmu         sync.Mutex
+	self        string // this program, for the roles
+	root        string
+	truePath    string
+	env         []string // os.Environ without GPUEXEC_, SEEDLOCK_ and BENCH_ variables
+	cs          []*contender
+	bare        []time.Duration // (a): true alone, for reference
+	floorBin    string          // (a): bench/floor, built like gpuexec
+	floor       []time.Duration // (a): floor true, for reference
+	lockedFloor []time.Duration // (a): floor -lock L true, for reference
+	load        string          // the 1-minute load average at start
+	gpuexec     gpuexecInfo
+	failed      bool
 }
 
 type gpuexecInfo struct {
