@@ -110,45 +110,39 @@ func (b *bench) rows() []row {
 		}
 		rows = append(rows, r)
 		if len(b.floor) > 0 {
-			// The floor: a Go program linking gpuexec's libraries that
-			// only runs true, in the gpuexec column.
-			floor := pct(sorted(b.floor), 0.5)
-			r = row{name: "(a) floor: Go with gpuexec's libraries, only running `true`: median, ÷ flock's", target: "–", met: "–"}
-			r.cells = b.cellFor('a', func(c *contender) string {
-				if c != gx {
-					return "–"
-				}
-				if !b.ok(1, 'a') {
-					return ms(floor)
-				}
-				return ms(floor) + " (" + ratio(floor, med(fl)) + ")"
-			})
-			rows = append(rows, r)
-			// The target of issue 17 is against the floor, not flock.
-			r = row{name: "(a) overhead median ÷ the Go floor's", target: "≤ 1.25×", met: "–"}
-			r.cells = b.cellFor('a', func(c *contender) string {
-				if c != gx {
-					return "–"
-				}
-				return ratio(med(c), floor)
-			})
-			if b.ok(0, 'a') {
-				r.met = yesNo(float64(med(gx)) <= 1.25*float64(floor))
-			}
-			rows = append(rows, r)
-			if len(b.lockedFloor) > 0 {
-				// The floor that also catches gpuexec's signals and
-				// takes and gives back the lock: what no gpuexec can
-				// leave out.
-				locked := pct(sorted(b.lockedFloor), 0.5)
-				r = row{name: "(a) floor with the lock's file work and signals (`floor -lock`): median, ÷ the Go floor's", target: "–", met: "–"}
-				r.cells = b.cellFor('a', func(c *contender) string {
+			// The floors are shown in the gpuexec column.
+			gxOnly := func(v string) func(*contender) string {
+				return func(c *contender) string {
 					if c != gx {
 						return "–"
 					}
-					return ms(locked) + " (" + ratio(locked, floor) + ")"
-				})
-				rows = append(rows, r)
+					return v
+				}
+			}
+			// A Go program linking gpuexec's libraries that only runs
+			// true.
+			floor := pct(sorted(b.floor), 0.5)
+			v := ms(floor)
+			if b.ok(1, 'a') {
+				v += " (" + ratio(floor, med(fl)) + ")"
+			}
+			rows = append(rows, row{name: "(a) floor: Go with gpuexec's libraries, only running `true`: median, ÷ flock's",
+				cells: b.cellFor('a', gxOnly(v)), target: "–", met: "–"})
+			r = row{name: "(a) overhead median ÷ the Go floor's", target: "≤ 1.25×", met: "–"}
+			if b.ok(0, 'a') {
+				r.cells = b.cellFor('a', gxOnly(ratio(med(gx), floor)))
+				r.met = yesNo(float64(med(gx)) <= 1.25*float64(floor))
+			} else {
+				r.cells = b.cellFor('a', gxOnly("–"))
+			}
+			rows = append(rows, r)
+			if len(b.lockedFloor) > 0 {
+				// The same, also catching gpuexec's signals and taking
+				// and giving back the lock with the core of its file
+				// work.
+				locked := pct(sorted(b.lockedFloor), 0.5)
+				rows = append(rows, row{name: "(a) floor with the lock's file work and signals (`floor -lock`): median, ÷ the Go floor's",
+					cells: b.cellFor('a', gxOnly(ms(locked)+" ("+ratio(locked, floor)+")")), target: "–", met: "–"})
 			}
 		}
 	}
