@@ -52,14 +52,7 @@ func TestAdmitHoldsTheJobUntilThereIsRoom(t *testing.T) {
 	o := testOptions(t)
 	a := newAdmitter(map[string]bool{"": false})
 	o.Admit = a.admit
-	got := make(chan *Held, 1)
-	go func() {
-		h, err := Acquire(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, o)
 	testsupport.Await(t, 20*time.Second, "Admit asked twice", func() bool { return a.calls.Load() >= 2 })
 	select {
 	case <-got:

@@ -17,14 +17,7 @@ func queuedHolder(t *testing.T, o Options) *Held {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Held, 1)
-	go func() {
-		h, err := Acquire(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, o)
 	waitUntil(t, "the second caller queued", func() bool { return liveWaiters(t, o.Path) == 1 })
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
@@ -101,14 +94,7 @@ func TestWaiterBehindAHolderWithItsTicket(t *testing.T) {
 	retireAfter = time.Hour
 	o := testOptions(t)
 	h := queuedHolder(t, o)
-	got := make(chan *Held, 1)
-	go func() {
-		h2, err := Acquire(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h2
-	}()
+	got := acquireAsync(t, o)
 	waitUntil(t, "the third caller queued", func() bool { return liveWaiters(t, o.Path) == 2 })
 	if err := h.NoteChild(os.Getpid()); err != nil {
 		t.Fatal(err)
@@ -204,14 +190,7 @@ func TestDeviceSetTicketGoesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Held, 1)
-	go func() {
-		w, err := Acquire(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
+	got := acquireAsync(t, o)
 	waitUntil(t, "the set's waiter queued", func() bool { return liveWaiters(t, o.Path) == 1 })
 	if err := x.Release(); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,20 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// acquireAsync starts Acquire(o) in the background; the channel delivers
+// the lock it took (nil after an error, which fails the test).
+func acquireAsync(t *testing.T, o Options) <-chan *Held {
+	got := make(chan *Held, 1)
+	go func() {
+		h, err := Acquire(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	return got
+}
+
 func liveWaiters(t *testing.T, path string) int {
 	q, err := readQueue(path, nil)
 	if err != nil {

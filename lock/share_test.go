@@ -170,14 +170,7 @@ func TestShareWholeCardAtTheHeadIsNotStarved(t *testing.T) {
 	}
 	whole := testOptions(t)
 	whole.Path = path
-	got := make(chan *Held, 1)
-	go func() {
-		h, err := Acquire(context.Background(), whole)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, whole)
 	testsupport.Await(t, 20*time.Second, "the whole-card job queued", func() bool {
 		r, _ := Inspect(Options{Path: path})
 		return r != nil && len(r.Queue) == 1
