@@ -206,8 +206,9 @@ func passEvery(pos int) time.Duration {
 // poll: waiting costs next to no CPU whatever the queue's length. The
 // liveness probe (every livenessProbe) remains for what cannot be watched:
 // no watch at all, a holder without a liveness file (the Node tool's), one
-// whose liveness lock is free while its job's process group still runs. The waiting line is logged when rep
-// says it is due, without a try. It returns false when ctx ends.
+// whose liveness lock is free while its job's process group still runs.
+// The waiting line is logged when rep says it is due, without a try. It
+// returns false when ctx ends.
 func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, rep *reporter) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
