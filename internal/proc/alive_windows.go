@@ -51,3 +51,6 @@ func Alive(pid int) bool {
 // GroupAlive is always false on Windows: the job runs in a Job Object that
 // is killed with gpuexec, so no part of it outlives the holder.
 func GroupAlive(int) bool { return false }
+
+// GroupAliveSince is GroupAlive: always false on Windows.
+func GroupAliveSince(int, int64) bool { return false }

@@ -42,8 +42,9 @@ type Stat struct {
 	// State is the one-letter state: R running, S sleeping, T stopped,
 	// Z zombie, ...
 	State byte
-	// PPID is the parent's pid, PGRP the process group.
-	PPID, PGRP int
+	// PPID is the parent's pid, PGRP the process group, Session the
+	// session (Linux only).
+	PPID, PGRP, Session int
 	// Comm is the command name (ReadStat only).
 	Comm string
 }

@@ -12,13 +12,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// GroupAlive reports whether process group pgid still has a live member.
+// GroupAlive reports whether process group pgid still has a live member
+// that can be a job's (see GroupAliveSince); the group's start is not
+// checked.
+func GroupAlive(pgid int) bool { return GroupAliveSince(pgid, 0) }
+
+// GroupAliveSince reports whether process group pgid, made by a job whose
+// first process (the group's leader, pid pgid) started at since (ms since
+// the epoch, as Start gives it; 0: not known), still has a live member.
+//
 // kill(-pgid, 0) also succeeds for zombies, which hold no GPU memory and
 // may never be reaped (a parent that does not wait, an init that does not
-// reap), so when it succeeds /proc is searched for a member that is not one.
-func GroupAlive(pgid int) bool {
+// reap), so when it succeeds /proc is searched for a member that is not
+// one. A group id is a pid, so another group may carry the number once the
+// job's group is gone; these are never taken for the job's:
+//   - a group whose members are all in a session that the group leads (a
+//     daemon's setsid): a job's group is made with setpgid inside the
+//     session of whoever started it, and its leader cannot start a session
+//     (setsid fails for a group leader), so no member of it leads one by
+//     the group's number;
+//   - with since: a group whose leader, pid pgid, started at another time,
+//     or any group when since is before this boot (nothing of that job can
+//     have survived a reboot).
+func GroupAliveSince(pgid int, since int64) bool {
 	if !groupSignalable(pgid) {
 		return false
+	}
+	if since > 0 {
+		if boot := bootTime(); boot > 0 && since < boot-startSlack {
+			return false
+		}
+		if st, ok := Start(pgid); ok && !within(st, since) {
+			return false // pid pgid is another process: the number was reused
+		}
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -29,12 +55,18 @@ func GroupAlive(pgid int) bool {
 			continue
 		}
 		st, ok := readStat(e.Name())
-		if ok && st.PGRP == pgid && st.State != 'Z' && st.State != 'X' {
+		if ok && st.PGRP == pgid && st.Session != pgid && st.State != 'Z' && st.State != 'X' {
 			return true
 		}
 	}
 	return false
 }
+
+// startSlack is how far two readings of one process's start time may
+// differ (Start's boot time has a resolution of a second).
+const startSlack = 1000
+
+func within(a, b int64) bool { return a-b <= startSlack && b-a <= startSlack }
 
 // ReadStat reads pid's /proc/PID/stat; ok false when the process is gone
 // or the file cannot be parsed.
@@ -67,10 +99,11 @@ func parseStat(b []byte) (Stat, bool) {
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgrp, err2 := strconv.Atoi(string(f[2]))
-	if err1 != nil || err2 != nil {
+	sid, err3 := strconv.Atoi(string(f[3]))
+	if err1 != nil || err2 != nil || err3 != nil {
 		return Stat{}, false
 	}
-	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp}, true
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp, Session: sid}, true
 }
 
 // Tree reads every process's parent and process group from /proc: the

@@ -45,3 +45,42 @@ func TestGroupAliveIgnoresZombies(t *testing.T) {
 		t.Fatal("reaped group still alive")
 	}
 }
+
+// A group id is a pid, and so is reused once the job's group is gone: a
+// group that leads its own session (a daemon's setsid) is never a job's,
+// and with the job's start time known, a group led by a process started at
+// another time (or a start before this boot) is not the job's either.
+func TestGroupAliveSinceTellsTheJobsGroupFromAReusedNumber(t *testing.T) {
+	start := func(attr *syscall.SysProcAttr) int {
+		cmd := exec.Command("sleep", "300")
+		cmd.SysProcAttr = attr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	job := start(&syscall.SysProcAttr{Setpgid: true})
+	daemon := start(&syscall.SysProcAttr{Setsid: true})
+	began, ok := Start(job)
+	if !ok {
+		t.Fatal("cannot read the job's start time")
+	}
+	for _, c := range []struct {
+		name  string
+		pgid  int
+		since int64
+		want  bool
+	}{
+		{"the job's group, start not known", job, 0, true},
+		{"the job's group, started then", job, began, true},
+		{"the job's group, a reading 0.5 s off", job, began + 500, true},
+		{"a group led by a process started a minute later", job, began - 60_000, false},
+		{"a start before this boot", job, bootTime() - 3_600_000, false},
+		{"a daemon's group, leading its own session", daemon, 0, false},
+	} {
+		if got := GroupAliveSince(c.pgid, c.since); got != c.want {
+			t.Errorf("%s: GroupAliveSince(%d, %d) = %v, want %v", c.name, c.pgid, c.since, got, c.want)
+		}
+	}
+}
