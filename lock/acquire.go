@@ -92,7 +92,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	h, seen, err := first(ctx, o, t, pl)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		seen, _ = inspectAll(o, t)
+		seen, _ = inspectSeen(o, t)
 		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 	case err != nil:
 		return nil, err
@@ -134,7 +134,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				if seen == nil {
-					seen, _ = inspectAll(o, t)
+					seen, _ = inspectSeen(o, t)
 				}
 				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 			}
@@ -452,7 +452,7 @@ func look(o Options, seen []*Status) ([]*Status, bool) {
 		if err != nil || now.State == StateFree {
 			return seen, true
 		}
-		judge(now, time.Now(), o.Stale, osProber{lockPath: st.Path})
+		judgeLock(now, o.Stale, false)
 		if now.State != StateHeld {
 			return seen, true // stale: trying clears it
 		}
@@ -482,22 +482,25 @@ func holderGone(st *Status) bool {
 // holders names who is in the way in seen, for messages (see
 // WaitError.Holders).
 func holders(seen []*Status) string {
-	if len(seen) == 0 || seen[0] == nil || seen[0].Device == "" {
-		if len(seen) > 0 && seen[0] != nil && seen[0].State != StateFree {
-			return seen[0].Holder()
+	plain, devices := splitSeen(seen)
+	if plainHeld(plain) {
+		if len(devices) > 0 {
+			return plain.Holder() + ", a job on every GPU"
 		}
-		return "another job"
+		return plain.Holder()
 	}
-	parts := make([]string, 0, len(seen))
-	for _, st := range seen {
-		if st == nil {
-			continue
-		}
+	parts := make([]string, 0, len(devices))
+	for _, st := range devices {
 		who := "free"
 		if st.State != StateFree {
 			who = st.Holder()
+		} else if plain != nil {
+			continue // a plain lock's devices: only those held
 		}
 		parts = append(parts, "GPU "+st.Device+": "+who)
+	}
+	if len(parts) == 0 {
+		return "another job"
 	}
 	return strings.Join(parts, ", ")
 }
@@ -547,6 +550,30 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		if seen, guards, err = settleAll(ctx, o, t); err != nil {
 			return nil, nil, err
 		}
+		// One card, one lock (see cover.go): the plain lock and the
+		// device locks beside it keep each other from being taken.
+		var cover *Status
+		var blockers []*Status
+		if t.names == nil {
+			var inner []*guard
+			if blockers, inner, err = settleBeside(ctx, o); err != nil {
+				releaseGuards(guards)
+				return nil, nil, err
+			}
+			guards = append(guards, inner...)
+		} else {
+			if cover, err = settle(o, o.Path); err != nil {
+				releaseGuards(guards)
+				return nil, nil, err
+			}
+			if coverBlocks(cover) {
+				blockers = []*Status{cover}
+			}
+		}
+		if len(blockers) > 0 {
+			releaseGuards(guards)
+			return nil, append(seen, blockers...), nil
+		}
 		var free []int
 		for i, st := range seen {
 			if st.State == StateFree || (o.ShareMiB > 0 && joinable(st)) {
@@ -565,7 +592,7 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		slices.SortStableFunc(free, func(a, b int) int {
 			return boolRank(seen[b].State != StateFree) - boolRank(seen[a].State != StateFree)
 		})
-		h, err := create(o, t, free[:t.need], seen)
+		h, err := create(o, t, free[:t.need], seen, cover)
 		releaseGuards(guards)
 		if errors.Is(err, os.ErrExist) {
 			continue // someone outside the queue (the Node tool) was faster
@@ -633,10 +660,17 @@ func releaseGuards(guards []*guard) {
 }
 
 // create takes the locks t.paths[idx...], all or none: for each, the
-// liveness lock, then the record. Call with every guard held and the locks
-// settled free.
-func create(o Options, t target, idx []int, seen []*Status) (*Held, error) {
+// liveness lock, then the record; for a device set, the cover of the lock
+// at o.Path first (cover: that lock as settled, free or a cover to join).
+// Call with every guard held and the locks settled free.
+func create(o Options, t target, idx []int, seen []*Status, cover *Status) (*Held, error) {
 	h := &Held{o: o, lost: lost.New()}
+	if t.names != nil {
+		var err error
+		if h.cover, err = takeCover(o, cover, h.lost); err != nil {
+			return nil, err
+		}
+	}
 	for _, i := range idx {
 		var l *fileLock
 		var err error
@@ -647,9 +681,11 @@ func create(o Options, t target, idx []int, seen []*Status) (*Held, error) {
 		}
 		if err != nil {
 			// Roll back under the guards the caller holds.
-			for _, got := range h.locks {
-				got.stopHeartbeat()
-				got.removeGuarded()
+			for _, got := range append(h.locks, h.cover) {
+				if got != nil {
+					got.stopHeartbeat()
+					got.removeGuarded()
+				}
 			}
 			return nil, err
 		}
@@ -671,7 +707,7 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 			return nil, err
 		}
 		o.Path = path
-		return newFileLock(o, info, live, sh, ls), nil
+		return newFileLock(o, info, live, sh, ls, false), nil
 	}
 	live, err := takeLive(path, info.Token)
 	if err != nil {
@@ -682,7 +718,7 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 		return nil, err
 	}
 	o.Path = path
-	return newFileLock(o, info, live, nil, ls), nil
+	return newFileLock(o, info, live, nil, ls, false), nil
 }
 
 // joinOne joins, as a sharer, the shared lock seen as st (settled under
@@ -694,7 +730,7 @@ func joinOne(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 	}
 	info := *st.Info
 	o.Path = st.Path
-	return newFileLock(o, &info, live, sh, ls), nil
+	return newFileLock(o, &info, live, sh, ls, false), nil
 }
 
 func boolRank(b bool) int {
@@ -764,11 +800,8 @@ func settle(o Options, path string) (*Status, error) {
 			}
 			return st, nil
 		}
-		judge(st, time.Now(), o.Stale, osProber{lockPath: path})
+		judgeLock(st, o.Stale, true)
 		if st.State == StateHeld {
-			if st.Info != nil && st.Info.Share {
-				st.Sharers = listSharers(path, true)
-			}
 			return st, nil
 		}
 		err = removeIfSame(path, st)
@@ -832,6 +865,35 @@ func inspectAll(o Options, t target) ([]*Status, error) {
 	return seen, errors.Join(errs...)
 }
 
+// judgeLock judges the lock read as st (see judge) on this host, a shared
+// record's sharers listed first (with prune, under the guard, dead ones'
+// sidecars removed): they keep it held while their jobs run.
+func judgeLock(st *Status, stale time.Duration, prune bool) {
+	if st.Info != nil && st.Info.Share {
+		st.Sharers = listSharers(st.Path, prune)
+	}
+	judge(st, time.Now(), stale, osProber{lockPath: st.Path})
+	if st.State != StateHeld {
+		st.Sharers = nil
+	}
+}
+
+// inspectSeen is inspectAll with, after t's locks, those beside them that
+// keep them from being taken (see cover.go), as attempt's seen has them.
+func inspectSeen(o Options, t target) ([]*Status, error) {
+	seen, err := inspectAll(o, t)
+	if err != nil {
+		return seen, err
+	}
+	if t.names == nil {
+		return append(seen, inspectBeside(o)...), nil
+	}
+	if st, err := inspectOne(o.Path, o.Stale); err == nil && coverBlocks(st) {
+		seen = append(seen, st)
+	}
+	return seen, nil
+}
+
 // inspectOne reads and judges the lock file at path, changing nothing.
 func inspectOne(path string, stale time.Duration) (*Status, error) {
 	st, err := readStatus(path)
@@ -839,10 +901,7 @@ func inspectOne(path string, stale time.Duration) (*Status, error) {
 		return nil, err
 	}
 	if st.State != StateFree {
-		judge(st, time.Now(), stale, osProber{lockPath: path})
-		if st.State == StateHeld && st.Info != nil && st.Info.Share {
-			st.Sharers = listSharers(path, false)
-		}
+		judgeLock(st, stale, false)
 	} else if busy := findOrphan(path); busy != nil {
 		st = busy
 	}
@@ -881,7 +940,7 @@ func clearOne(o Options, force bool) (*Status, error) {
 	if st, err = readStatus(o.Path); err != nil || st.State == StateFree {
 		return st, err
 	}
-	judge(st, time.Now(), o.Stale, osProber{lockPath: o.Path})
+	judgeLock(st, o.Stale, false)
 	if st.State == StateHeld && !force {
 		return st, fmt.Errorf("%w: %s", ErrHeld, st.Holder())
 	}

@@ -25,7 +25,7 @@ func TestDevicesBeside(t *testing.T) {
 	}{
 		{"/tmp/gpuexec/gpu.lock", []string{"0", "1"}, []string{"/tmp/gpuexec/gpu0.lock", "/tmp/gpuexec/gpu1.lock"}},
 		{"/locks/render", []string{"3"}, []string{"/locks/render3"}},
-		{"/l/gpu.lock", []string{"GPU-8f2c"}, []string{"/l/gpuGPU-8f2c.lock"}},
+		{"/l/gpu.lock", []string{"12", "63"}, []string{"/l/gpu12.lock", "/l/gpu63.lock"}},
 	}
 	for _, tt := range tests {
 		o := Options{Path: filepath.FromSlash(tt.base), Devices: tt.names}
@@ -126,9 +126,10 @@ func TestDevicesHeld(t *testing.T) {
 	if abs, _ := filepath.Abs(o.Path); h.Path() != abs {
 		t.Errorf("Path = %s, want the queue's %s", h.Path(), abs)
 	}
+	// A liveness file per device, and the cover's (see cover.go).
 	tokens, lives := h.Tokens(), h.LiveFiles()
-	if len(tokens) != 2 || tokens[0] == tokens[1] || len(lives) != 2 || lives[0] == nil || lives[1] == nil {
-		t.Fatalf("Tokens = %v, LiveFiles = %v; want one each per device", tokens, lives)
+	if len(tokens) != 2 || tokens[0] == tokens[1] || len(lives) != 3 || lives[0] == nil || lives[1] == nil || lives[2] == nil {
+		t.Fatalf("Tokens = %v, LiveFiles = %v; want one each per device and the cover's", tokens, lives)
 	}
 	for i, n := range o.Devices {
 		info, err := parseRecord([]byte(mustRead(t, devicePath(o, n))))
@@ -139,8 +140,11 @@ func TestDevicesHeld(t *testing.T) {
 	if h.Info().Token != tokens[0] {
 		t.Errorf("Info is %+v, want device 0's record", h.Info())
 	}
-	if _, err := os.Stat(o.Path); !os.IsNotExist(err) {
-		t.Fatal("the queue's anchor path was created")
+	// The lock the devices are beside holds a cover while they are held,
+	// so that a job for every GPU (and the seed's tool) waits.
+	cover, err := parseRecord([]byte(mustRead(t, o.Path)))
+	if err != nil || !cover.Cover || cover.Share || cover.PID != os.Getpid() || cover.Token == tokens[0] || cover.Token == tokens[1] {
+		t.Fatalf("the lock beside the devices holds %+v, %v; want a cover naming this process, with a token of its own", cover, err)
 	}
 
 	oo := o
@@ -175,6 +179,12 @@ func TestDevicesHeld(t *testing.T) {
 		if _, err := os.Stat(devicePath(o, n)); !os.IsNotExist(err) {
 			t.Errorf("device %s's lock still there after Release: %v", n, err)
 		}
+	}
+	if _, err := os.Stat(o.Path); !os.IsNotExist(err) {
+		t.Errorf("the cover is still there after Release: %v", err)
+	}
+	if left, _ := filepath.Glob(o.Path + ".live-*"); len(left) > 0 {
+		t.Errorf("liveness files left after Release: %v", left)
 	}
 }
 
@@ -348,7 +358,7 @@ func TestDevicesFIFO(t *testing.T) {
 	close(release[n-1])
 	wg.Wait()
 	if _, err := os.Stat(o.Path); !os.IsNotExist(err) {
-		t.Fatal("the queue's anchor path was created")
+		t.Fatal("the cover was left behind")
 	}
 }
 
@@ -372,14 +382,14 @@ func TestDeviceGuardOrder(t *testing.T) {
 	}
 }
 
-// Two queues naming the same device files in opposite orders never hold a
-// device's guard each and wait for the other's.
+// Two waiters naming the same devices in opposite orders (each taking
+// both) never hold a device's guard each and wait for the other's.
 func TestDevicesInOppositeOrdersDoNotDeadlock(t *testing.T) {
 	dir := t.TempDir()
 	a := testOptions(t)
 	a.Path, a.Devices = filepath.Join(dir, "gpu.lock"), []string{"0", "1"}
 	b := testOptions(t)
-	b.Path, b.Devices = filepath.Join(dir, "gp.lock"), []string{"u1", "u0"} // gpu1.lock, gpu0.lock
+	b.Path, b.Devices = filepath.Join(dir, "gpu.lock"), []string{"1", "0"}
 	rounds := 200
 	if testing.Short() {
 		rounds = 40

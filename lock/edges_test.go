@@ -84,7 +84,7 @@ func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := live.note(4250); err != nil {
+	if err := live.note(jobGroup{id: 4250}); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := TryAcquire(o); h != nil || !errors.Is(err, ErrHeld) {
@@ -148,7 +148,9 @@ func TestHolderNoticesRemovalAtOnce(t *testing.T) {
 	}
 }
 
-// Waiters count only the tickets that compete for one of their locks.
+// Waiters count only the tickets that compete for one of their locks: a
+// device's lock competes with itself and with the plain lock beside it,
+// which stands for every device; and a ticket that names none with all.
 func TestAheadCountsRivalsOnly(t *testing.T) {
 	o := testOptions(t)
 	dir := filepath.Dir(o.Path)
@@ -187,11 +189,11 @@ func TestAheadCountsRivalsOnly(t *testing.T) {
 		locks []string
 		want  int
 	}{
-		{[]string{gpu("0")}, 3},
-		{[]string{gpu("1")}, 2},
-		{[]string{gpu("2")}, 1},
-		{[]string{o.Path}, 2},
-		{[]string{gpu("1"), gpu("2")}, 2},
+		{[]string{gpu("0")}, 4},
+		{[]string{gpu("1")}, 3},
+		{[]string{gpu("2")}, 2},
+		{[]string{o.Path}, 4},
+		{[]string{gpu("1"), gpu("2")}, 3},
 	} {
 		n, err := ahead(newQueue(o.Path, tt.locks), 0, time.Hour)
 		if err != nil || n != tt.want {
@@ -199,7 +201,7 @@ func TestAheadCountsRivalsOnly(t *testing.T) {
 		}
 	}
 	q, err := readQueue(o.Path, []string{gpu("1")})
-	if err != nil || len(q) != 2 || q[0].Position != 1 || q[1].Position != 2 || q[1].Owner != "old" {
+	if err != nil || len(q) != 3 || q[0].Locks[0] != "gpu.lock" || q[2].Position != 3 || q[2].Owner != "old" {
 		t.Errorf("readQueue for gpu1 = %+v, %v", q, err)
 	}
 }

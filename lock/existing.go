@@ -3,9 +3,8 @@ package lock
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"sort"
-	"strings"
+	"strconv"
 )
 
 // existingDevices is ExistingDevices (see lock.go).
@@ -14,38 +13,18 @@ func existingDevices(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, stem, ext := deviceName(abs)
-	ents, err := os.ReadDir(dir)
+	_, names, err := devicesBeside(abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	seen := map[string]bool{}
-	for _, e := range ents {
-		n := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(n, stem) || !strings.HasSuffix(n, ext) || len(n) <= len(stem)+len(ext) {
-			continue
-		}
-		dev := n[len(stem) : len(n)-len(ext)]
-		if !validDeviceName(dev) || seen[strings.ToLower(dev)] {
-			continue
-		}
-		seen[strings.ToLower(dev)] = true
-		names = append(names, dev)
-	}
 	sort.Slice(names, func(i, j int) bool {
-		a, b := names[i], names[j]
-		if da, db := allDigits(a), allDigits(b); da != db || da && len(a) != len(b) {
-			return da && (!db || len(a) < len(b))
-		}
+		a, _ := strconv.Atoi(names[i])
+		b, _ := strconv.Atoi(names[j])
 		return a < b
 	})
-	if len(names) > maxDevices {
-		names = names[:maxDevices]
-	}
 	return names, nil
 }
 

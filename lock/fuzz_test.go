@@ -101,18 +101,26 @@ func FuzzParseRecord(f *testing.F) {
 
 // fuzzProber is a prober whose answers come from the fuzzer.
 type fuzzProber struct {
-	isAlive, startKnown, group, liveKnown, liveIsHeld, noted bool
-	start                                                    int64
+	isAlive, startKnown, group, liveKnown, liveIsHeld, noted, notedSince bool
+	start                                                                int64
 }
 
 func (p fuzzProber) alive(int) bool              { return p.isAlive }
 func (p fuzzProber) startTime(int) (int64, bool) { return p.start, p.startKnown }
-func (p fuzzProber) groupAlive(int) bool         { return p.group }
-func (p fuzzProber) liveHeld(string) (held, known bool, group int) {
-	if p.liveKnown && !p.liveIsHeld && p.noted {
-		group = 300
+func (p fuzzProber) groupAlive(jobGroup) bool    { return p.group }
+func (p fuzzProber) liveHeld(string) (held, known bool, group jobGroup) {
+	return p.liveIsHeld, p.liveKnown, p.notedGroup()
+}
+
+// notedGroup is the group the prober's liveness file notes.
+func (p fuzzProber) notedGroup() jobGroup {
+	if !p.liveKnown || p.liveIsHeld || !p.noted {
+		return jobGroup{}
 	}
-	return p.liveIsHeld, p.liveKnown, group
+	if p.notedSince {
+		return jobGroup{id: 300, since: 1_000}
+	}
+	return jobGroup{id: 300}
 }
 
 func FuzzJudge(f *testing.F) {
@@ -129,6 +137,7 @@ func FuzzJudge(f *testing.F) {
 			liveKnown:  bits&8 != 0,
 			liveIsHeld: bits&16 != 0,
 			noted:      bits&32 != 0,
+			notedSince: bits&64 != 0,
 			start:      start,
 		}
 		now := time.Date(2026, 10, 12, 20, 18, 0, 0, time.UTC)
@@ -163,26 +172,30 @@ func FuzzJudge(f *testing.F) {
 			return
 		}
 		foreign := !sameHost(info.Host)
-		if age > staleAfter {
-			// Only the kernel's word (a held liveness lock, whatever
-			// host the record names) outlives the heartbeat.
-			if want := p.liveKnown && p.liveIsHeld; st.Alive != want {
+		noHeartbeat := age > staleAfter
+		if foreign || (p.liveKnown && p.liveIsHeld) {
+			// Another host's record lives by its heartbeat alone; the
+			// kernel's word (a held liveness lock, whatever host the
+			// record names) outlives any heartbeat.
+			if want := (p.liveKnown && p.liveIsHeld) || !noHeartbeat; st.Alive != want {
 				t.Fatalf("heartbeat %s old (stale after %s), liveness %+v, other host %v: alive %v, want %v",
 					age, staleAfter, p, foreign, st.Alive, want)
 			}
 			return
 		}
-		// Within the heartbeat: held if anything that can be trusted
-		// says alive...
+		// On this host: a holder that is not gone is held...
 		recycled := info.PIDStart != 0 && p.startKnown && !withinTolerance(p.start, info.PIDStart)
-		aliveSign := foreign ||
-			(p.liveKnown && p.liveIsHeld) ||
-			(info.ChildPGID > 0 && p.group) ||
-			(info.ChildPGID == 0 && p.liveKnown && !p.liveIsHeld && p.noted && p.group) ||
-			(!p.liveKnown && p.isAlive && !recycled)
-		if aliveSign != st.Alive {
-			t.Fatalf("judged %s (%s) with liveness %+v, record %+v, other host %v: want alive %v",
-				st.State, st.Reason, p, *info, foreign, aliveSign)
+		gone := noHeartbeat || p.liveKnown || !p.isAlive || recycled
+		// ... and a gone one's lock while its job's group runs, however
+		// old the heartbeat when the group's start is known.
+		g := jobGroup{id: info.ChildPGID, since: info.ChildStart}
+		if g.id == 0 {
+			g = p.notedGroup()
+		}
+		groupSign := g.id > 0 && (g.since > 0 || !noHeartbeat) && p.group
+		if want := !gone || groupSign; want != st.Alive {
+			t.Fatalf("judged %s (%s) with liveness %+v, record %+v, age %s (stale after %s): want alive %v",
+				st.State, st.Reason, p, *info, age, staleAfter, want)
 		}
 	})
 }

@@ -83,23 +83,23 @@ func TestNotedGroupIsReadWhenTheLivenessLockIsFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.release()
-	if held, known, group := probeLive(path, token); !held || !known || group != 0 {
-		t.Fatalf("probe of a held liveness lock, nothing noted = %v, %v, %d; want held, known, 0", held, known, group)
+	if held, known, group := probeLive(path, token); !held || !known || group != (jobGroup{}) {
+		t.Fatalf("probe of a held liveness lock, nothing noted = %v, %v, %v; want held, known, none", held, known, group)
 	}
-	if err := l.note(4321); err != nil {
+	if err := l.note(jobGroup{id: 4321, since: 1791000000123}); err != nil {
 		t.Fatal(err)
 	}
-	if held, known, group := probeLive(path, token); !held || !known || group != 0 {
-		t.Fatalf("probe of a held liveness lock = %v, %v, %d; want held, known, 0", held, known, group)
+	if held, known, group := probeLive(path, token); !held || !known || group != (jobGroup{}) {
+		t.Fatalf("probe of a held liveness lock = %v, %v, %v; want held, known, none", held, known, group)
 	}
 	// The holder is gone (its kernel lock dropped), its file is left.
 	if err := osfile.Unlock(l.f); err != nil {
 		t.Fatal(err)
 	}
-	if held, known, group := probeLive(path, token); held || !known || group != 4321 {
-		t.Fatalf("probe of a free liveness lock = %v, %v, %d; want free, known, 4321", held, known, group)
+	if held, known, group := probeLive(path, token); held || !known || group != (jobGroup{id: 4321, since: 1791000000123}) {
+		t.Fatalf("probe of a free liveness lock = %v, %v, %v; want free, known, 4321 since 1791000000123", held, known, group)
 	}
-	if held, known, group := probeLive(path, "fedcba9876543210"); held || known || group != 0 {
-		t.Fatalf("probe of no liveness file = %v, %v, %d; want free, unknown, 0", held, known, group)
+	if held, known, group := probeLive(path, "fedcba9876543210"); held || known || group != (jobGroup{}) {
+		t.Fatalf("probe of no liveness file = %v, %v, %v; want free, unknown, none", held, known, group)
 	}
 }

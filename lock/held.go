@@ -67,6 +67,11 @@ type fileLock struct {
 	// share is a sharer's sidecar (Options.ShareMiB); nil for a holder
 	// that has the lock alone. info is then the shared record as joined.
 	share *shareHold
+	// cover says this is a device set's part of the lock at the path its
+	// devices are beside (see cover.go): info is the cover as joined,
+	// live its shared liveness lock; group is the job's, once told.
+	cover bool
+	group jobGroup
 
 	mu       sync.Mutex
 	released atomic.Bool
@@ -83,12 +88,13 @@ type fileLock struct {
 	beatEnded context.CancelFunc
 }
 
-func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal) *fileLock {
+func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal, cover bool) *fileLock {
 	h := &fileLock{
 		o:     o,
 		info:  info,
 		live:  live,
 		share: share,
+		cover: cover,
 
 		lost: ls,
 		stop: make(chan struct{}),
@@ -141,10 +147,15 @@ func (h *fileLock) heartbeat() {
 			return
 		case <-t.C:
 		case <-self.C:
-			if h.share != nil {
-				if err := h.adopt(); err != nil && h.beat.Err() == nil {
-					h.o.Logger.Debug("could not name this sharer in the shared record", "path", h.o.Path, "error", err)
-				}
+			var err error
+			switch {
+			case h.share != nil:
+				err = h.adopt()
+			case h.cover:
+				err = h.adoptCover()
+			}
+			if err != nil && h.beat.Err() == nil {
+				h.o.Logger.Debug("could not name this holder in the shared record", "path", h.o.Path, "error", err)
 			}
 			if h.stillOurs() {
 				continue
@@ -212,10 +223,11 @@ func (h *fileLock) isOurs(st *Status) error {
 		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
 	mine := h.record()
-	if h.share != nil && st.Info != nil && st.Info.Share && st.Info.Token == mine.Token {
-		return nil // a shared record names any of its sharers
+	shared := h.share != nil || h.cover
+	if shared && st.Info != nil && st.Info.Token == mine.Token && st.Info.Share == (h.share != nil) && st.Info.Cover == h.cover {
+		return nil // a shared record (or a cover) names any of its holders
 	}
-	if st.Info == nil || st.Info.Token != mine.Token || st.Info.PID != mine.PID || h.share != nil {
+	if st.Info == nil || st.Info.Token != mine.Token || st.Info.PID != mine.PID || shared {
 		return fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
 	}
 	return nil
@@ -251,9 +263,12 @@ func (h *fileLock) touch() error {
 
 // recordChild writes the process group of the job run under the lock into
 // the record (childPgid). It also counts as a heartbeat.
-func (h *fileLock) recordChild(pgid int) error {
-	if h.share != nil {
-		return h.noteShare(func(s *Sharer) { s.ChildPGID = pgid })
+func (h *fileLock) recordChild(g jobGroup) error {
+	switch {
+	case h.share != nil:
+		return h.noteShare(func(s *Sharer) { s.ChildPGID, s.ChildStart = g.id, g.since })
+	case h.cover:
+		return h.noteCoverChild(g)
 	}
 	return h.underGuard(context.Background(), func() error {
 		if _, err := h.ours(); err != nil {
@@ -261,7 +276,7 @@ func (h *fileLock) recordChild(pgid int) error {
 		}
 		h.mu.Lock()
 		next := *h.info
-		next.ChildPGID = pgid
+		next.ChildPGID, next.ChildStart = g.id, g.since
 		h.mu.Unlock()
 		if err := replaceRecord(h.o.Path, &next); err != nil {
 			return err
@@ -299,9 +314,12 @@ func (h *fileLock) release() error {
 	var removed bool
 	var tomb string
 	var err error
-	if h.share != nil {
+	switch {
+	case h.share != nil:
 		removed, err = h.leaveGuarded()
-	} else {
+	case h.cover:
+		removed, err = h.leaveCover()
+	default:
 		h.live.release()
 		removed, tomb, err = h.removeRecord()
 	}
@@ -311,7 +329,7 @@ func (h *fileLock) release() error {
 	if derr := deleteSetAside(tomb); derr != nil {
 		err = fmt.Errorf("lock: release: %w", derr)
 	}
-	if removed {
+	if removed && !h.cover {
 		h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	}
 	return err
@@ -332,8 +350,12 @@ func (h *fileLock) stopHeartbeat() bool {
 // removeGuarded removes the record if it is still ours, then the liveness
 // lock. Call with the guard held (or not to be had).
 func (h *fileLock) removeGuarded() error {
-	if h.share != nil {
+	switch {
+	case h.share != nil:
 		_, err := h.leaveGuarded()
+		return err
+	case h.cover:
+		_, err := h.leaveCover()
 		return err
 	}
 	// The liveness lock goes after the record, on every path.

@@ -43,12 +43,15 @@ type prober interface {
 	// startTime returns pid's start time in ms since the epoch, ok=false
 	// when it cannot be read.
 	startTime(pid int) (ms int64, ok bool)
-	// groupAlive reports whether any process of process group pgid exists.
-	groupAlive(pgid int) bool
+	// groupAlive reports whether the job's process group g still has a
+	// live process (see proc.GroupAliveSince: a group its number was
+	// reused for does not count).
+	groupAlive(g jobGroup) bool
 	// liveHeld reports whether the liveness lock of the holder with this
 	// token is held; known=false when it has no liveness file. When it is
-	// free, group is the job's process group noted in the file (0: none).
-	liveHeld(token string) (held, known bool, group int)
+	// free, group is the job's process group noted in the file (zero:
+	// none).
+	liveHeld(token string) (held, known bool, group jobGroup)
 }
 
 // osProber asks the OS about the lock at lockPath.
@@ -56,8 +59,8 @@ type osProber struct{ lockPath string }
 
 func (osProber) alive(pid int) bool              { return proc.Alive(pid) }
 func (osProber) startTime(pid int) (int64, bool) { return proc.Start(pid) }
-func (osProber) groupAlive(pgid int) bool        { return proc.GroupAlive(pgid) }
-func (p osProber) liveHeld(token string) (held, known bool, group int) {
+func (osProber) groupAlive(g jobGroup) bool      { return proc.GroupAliveSince(g.id, g.since) }
+func (p osProber) liveHeld(token string) (held, known bool, group jobGroup) {
 	return probeLive(p.lockPath, token)
 }
 
@@ -78,7 +81,8 @@ func withinTolerance(a, b int64) bool {
 //
 // Keep it pure: it reads nothing but s, now and what the injected prober
 // answers, so every rule is tested with a fake prober (judge_test.go) and
-// fuzzed (FuzzJudge) without real processes or files.
+// fuzzed (FuzzJudge) without real processes or files. (A shared record's
+// sharers are listed into s.Sharers before it is judged.)
 //
 // The rules, in order:
 //   - content that is not a valid record is held while its mtime is under
@@ -91,13 +95,18 @@ func withinTolerance(a, b int64) bool {
 //   - otherwise a record from another host is held while its heartbeat is
 //     younger than staleAfter, stale after: its pid cannot be checked here;
 //   - otherwise (no liveness file: the seed's Node tool; or its lock free)
-//     a heartbeat older than staleAfter is stale;
-//   - a holder whose liveness lock is free is gone (its pid is not
-//     consulted); so is one whose pid is gone or now names a process
-//     started at another time than the record says (a recycled pid);
-//     either is stale, unless the record's job process group (or the one
-//     the holder noted in its liveness file) still has a live process;
-//   - otherwise it is held.
+//     the holder is gone when its heartbeat is older than staleAfter, when
+//     its liveness lock is free (its pid is not consulted then), or when
+//     its pid is gone or now names a process started at another time than
+//     the record says (a recycled pid);
+//   - a gone holder's lock is still held while its job runs on this host:
+//     the record's job process group (or the one the holder noted in its
+//     liveness file) has a live process, whatever the heartbeat's age when
+//     the group's start is known (an older gpuexec's record, without it,
+//     only while its heartbeat is fresh); or, for a shared record, a
+//     sharer is listed (its sidecar's lock is held, or its job still
+//     runs);
+//   - otherwise it is stale; a holder that is not gone is held.
 func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	s.HeartbeatAge = now.Sub(s.ModTime)
 	setStale := func(format string, a ...any) {
@@ -140,12 +149,10 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		setHeld("held from host %s: only its heartbeat can be checked", printable(info.Host))
 		return
 	}
-	if noHeartbeat {
-		setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
-		return
-	}
 	gone := ""
 	switch {
+	case noHeartbeat:
+		gone = fmt.Sprintf("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
 	case known:
 		// The holder keeps its liveness lock from before it creates the
 		// record until after it removes it: free means it is gone,
@@ -165,12 +172,16 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	}
 	// The job's group: from the record, or, before the record names it,
 	// as the holder noted it in its liveness file when the job started.
-	pgid := info.ChildPGID
-	if pgid == 0 {
-		pgid = noted
+	g := jobGroup{id: info.ChildPGID, since: info.ChildStart}
+	if g.id == 0 {
+		g = noted
 	}
-	if pgid > 0 && p.groupAlive(pgid) {
-		setHeld("%s but its job (process group %d) is still running", gone, pgid)
+	if g.id > 0 && (g.since > 0 || !noHeartbeat) && p.groupAlive(g) {
+		setHeld("%s, but its job (process group %d) is still running", gone, g.id)
+		return
+	}
+	if info.Share && len(s.Sharers) > 0 {
+		setHeld("%s, but %s", gone, sharersLeft(s.Sharers))
 		return
 	}
 	setStale("%s", gone)

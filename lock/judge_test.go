@@ -11,8 +11,8 @@ type fakeProber struct {
 	alivePIDs map[int]bool
 	starts    map[int]int64
 	groups    map[int]bool
-	live      map[string]bool // token -> held; absent: no liveness file
-	noted     map[string]int  // token -> group noted in its liveness file
+	live      map[string]bool     // token -> held; absent: no liveness file
+	noted     map[string]jobGroup // token -> group noted in its liveness file
 }
 
 func (f fakeProber) alive(pid int) bool { return f.alivePIDs[pid] }
@@ -20,8 +20,8 @@ func (f fakeProber) startTime(pid int) (int64, bool) {
 	s, ok := f.starts[pid]
 	return s, ok
 }
-func (f fakeProber) groupAlive(pgid int) bool { return f.groups[pgid] }
-func (f fakeProber) liveHeld(token string) (held, known bool, group int) {
+func (f fakeProber) groupAlive(g jobGroup) bool { return f.groups[g.id] }
+func (f fakeProber) liveHeld(token string) (held, known bool, group jobGroup) {
 	held, known = f.live[token]
 	if known && !held {
 		group = f.noted[token]
@@ -77,12 +77,12 @@ func TestJudge(t *testing.T) {
 		{"liveness lock free, job group runs", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
 			fakeProber{live: map[string]bool{"0123456789abcdef": false}, groups: map[int]bool{200: true}}, StateHeld, "still running"},
 		{"liveness lock free, job group noted in it runs", rec(nil), time.Minute,
-			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}, groups: map[int]bool{300: true}},
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]jobGroup{"0123456789abcdef": {id: 300}}, groups: map[int]bool{300: true}},
 			StateHeld, "process group 300"},
 		{"liveness lock free, job group noted in it gone", rec(nil), time.Minute,
-			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}}, StateStale, "liveness lock is free"},
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]jobGroup{"0123456789abcdef": {id: 300}}}, StateStale, "liveness lock is free"},
 		{"the record's group goes before the noted one", rec(func(i *Info) { i.ChildPGID = 200 }), time.Minute,
-			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]int{"0123456789abcdef": 300}, groups: map[int]bool{200: true}},
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]jobGroup{"0123456789abcdef": {id: 300}}, groups: map[int]bool{200: true}},
 			StateHeld, "process group 200"},
 		{"liveness lock held, no heartbeat for long (stopped, clock jump)", rec(nil), 2 * time.Hour,
 			fakeProber{live: map[string]bool{"0123456789abcdef": true}}, StateHeld, "its liveness lock is held"},
@@ -96,6 +96,19 @@ func TestJudge(t *testing.T) {
 			fakeProber{live: map[string]bool{"0123456789abcdef": false}}, StateStale, "no heartbeat"},
 		{"other host, liveness lock free, fresh heartbeat", rec(func(i *Info) { i.Host = "render-box-2" }), time.Minute,
 			fakeProber{live: map[string]bool{"0123456789abcdef": false}}, StateHeld, "render-box-2"},
+		// A gone holder's job, its group's start known, keeps the lock
+		// however old the heartbeat: the card is in use.
+		{"job group with a known start outlives the heartbeat", rec(func(i *Info) { i.ChildPGID, i.ChildStart = 200, 7_000 }), 2 * time.Hour,
+			fakeProber{groups: map[int]bool{200: true}}, StateHeld, "(process group 200) is still running"},
+		{"job group with a known start, liveness lock free, no heartbeat for long", rec(func(i *Info) { i.ChildPGID, i.ChildStart = 200, 7_000 }), 1000 * time.Hour,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, groups: map[int]bool{200: true}}, StateHeld, "no heartbeat for 1000h0m0s (stale after 1h30m0s), but its job"},
+		{"group noted with its start outlives the heartbeat", rec(nil), 2 * time.Hour,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]jobGroup{"0123456789abcdef": {id: 300, since: 7_000}}, groups: map[int]bool{300: true}},
+			StateHeld, "process group 300"},
+		{"group noted without its start does not", rec(nil), 2 * time.Hour,
+			fakeProber{live: map[string]bool{"0123456789abcdef": false}, noted: map[string]jobGroup{"0123456789abcdef": {id: 300}}, groups: map[int]bool{300: true}},
+			StateStale, "no heartbeat"},
+		{"job group with a known start gone", rec(func(i *Info) { i.ChildPGID, i.ChildStart = 200, 7_000 }), 2 * time.Hour, dead, StateStale, "no heartbeat"},
 		{"unparseable, fresh", nil, 2 * time.Second, dead, StateHeld, "being written"},
 		{"unparseable, at the grace limit", nil, writeGrace, dead, StateStale, "no valid record"},
 		{"unparseable, old", nil, time.Minute, dead, StateStale, "no valid record"},
@@ -106,15 +119,47 @@ func TestJudge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := &Status{Info: tt.info, ModTime: now.Add(-tt.age)}
 			judge(st, now, staleAfter, tt.p)
-			if st.State != tt.want {
-				t.Fatalf("state = %s (%s), want %s", st.State, st.Reason, tt.want)
-			}
-			if st.Alive != (tt.want == StateHeld) {
-				t.Fatalf("alive = %v with state %s", st.Alive, st.State)
-			}
-			if !strings.Contains(st.Reason, tt.reason) {
-				t.Fatalf("reason %q does not contain %q", st.Reason, tt.reason)
-			}
+			check(t, st, tt.want, tt.reason)
 		})
+	}
+}
+
+// A shared record whose liveness lock is free and whose named sharer is gone
+// is held while any sharer is listed: one whose sidecar's lock is held, or
+// one gone whose job's group still runs (see listSharers).
+func TestJudgeSharedRecord(t *testing.T) {
+	now := time.Date(2026, 10, 12, 20, 18, 0, 0, time.UTC)
+	shared := &Info{PID: 100, Token: "0123456789abcdef", Owner: "o", Slug: "s", Share: true}
+	free := fakeProber{live: map[string]bool{"0123456789abcdef": false}}
+	for _, tt := range []struct {
+		name    string
+		sharers []Sharer
+		age     time.Duration
+		want    State
+		reason  string
+	}{
+		{"no sharer left", nil, time.Minute, StateStale, "liveness lock is free"},
+		{"a gone sharer's job still runs", []Sharer{{PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, time.Minute, StateHeld, "reels/tts (pid 101, gone; its job still runs)"},
+		{"the same, no heartbeat for long", []Sharer{{PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, 3 * time.Hour, StateHeld, "the jobs of its sharers still run"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			info := *shared
+			st := &Status{Info: &info, ModTime: now.Add(-tt.age), Sharers: tt.sharers}
+			judge(st, now, 90*time.Minute, free)
+			check(t, st, tt.want, tt.reason)
+		})
+	}
+}
+
+func check(t *testing.T, st *Status, want State, reason string) {
+	t.Helper()
+	if st.State != want {
+		t.Fatalf("state = %s (%s), want %s", st.State, st.Reason, want)
+	}
+	if st.Alive != (want == StateHeld) {
+		t.Fatalf("alive = %v with state %s", st.Alive, st.State)
+	}
+	if !strings.Contains(st.Reason, reason) {
+		t.Fatalf("reason %q does not contain %q", st.Reason, reason)
 	}
 }

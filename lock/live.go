@@ -2,8 +2,10 @@ package lock
 
 import (
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
@@ -46,16 +48,46 @@ func takeLive(lockPath, token string) (*liveLock, error) {
 	return &liveLock{path: p, f: f}, nil
 }
 
-// maxNote bounds what a judge reads of a liveness file: a process group id.
-const maxNote = 20
+// maxNote bounds what a judge reads of a liveness file: a process group id
+// and its leader's start time.
+const maxNote = 48
+
+// jobGroup is a job's process group as a holder noted it: its id, and when
+// its leader (the process whose pid the id is) started, in ms since the
+// epoch (0: not known).
+type jobGroup struct {
+	id    int
+	since int64
+}
 
 // note writes the job's process group into the liveness file: one write to
 // a file the holder alone writes, with no guard and no new file, so that it
 // can be done the moment the job starts. A judge that finds the liveness
 // lock free reads it (see probeLive) when the record names no group yet.
-func (l *liveLock) note(pgid int) error {
-	_, err := l.f.WriteAt([]byte(strconv.Itoa(pgid)), 0)
+func (l *liveLock) note(g jobGroup) error {
+	_, err := l.f.WriteAt([]byte(formatNote(g)), 0)
 	return err
+}
+
+// formatNote is a group as a liveness file or the etcd helper holds it:
+// "4250 1791000000123" (id, then start; an older gpuexec wrote the id
+// alone).
+func formatNote(g jobGroup) string {
+	return strconv.Itoa(g.id) + " " + strconv.FormatInt(g.since, 10)
+}
+
+// parseNote reads what note wrote; the zero group for anything else.
+func parseNote(b []byte) jobGroup {
+	id, since, _ := strings.Cut(strings.TrimRight(string(b), "\x00"), " ")
+	n, err := strconv.Atoi(id)
+	if err != nil || n <= 0 || n > math.MaxInt32 {
+		return jobGroup{}
+	}
+	g := jobGroup{id: n}
+	if t, err := strconv.ParseInt(since, 10, 64); err == nil && t > 0 {
+		g.since = t
+	}
+	return g
 }
 
 // release removes the liveness file and drops the lock. Processes of the
@@ -87,37 +119,35 @@ func (l *liveLock) drop() {
 }
 
 // probeLive reports whether the liveness lock of token is held, and, when
-// it is free, the job's process group the holder noted in it (0: none).
+// it is free, the job's process group the holder noted in it (zero: none).
 // known=false when that cannot be told: no liveness file (a record of the
 // seed's tool, or one whose holder died before creating it), or one that is
 // not a regular file or cannot be opened or locked (put there or swapped
 // by someone else); the holder is then judged by its pid and heartbeat, as
 // the seed's are.
-func probeLive(lockPath, token string) (held, known bool, group int) {
+func probeLive(lockPath, token string) (held, known bool, group jobGroup) {
 	held, known, group = probeLiveFile(livePath(lockPath, token))
 	if held {
-		group = 0
+		group = jobGroup{}
 	}
 	return held, known, group
 }
 
 // probeLiveFile is probeLive for the liveness file at path; group is what
 // its holder noted, held or not.
-func probeLiveFile(path string) (held, known bool, group int) {
+func probeLiveFile(path string) (held, known bool, group jobGroup) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return false, false, 0
+		return false, false, jobGroup{}
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)
 	if err != nil {
-		return false, false, 0
+		return false, false, jobGroup{}
 	}
 	var b [maxNote]byte
 	n, _ := f.ReadAt(b[:], 0)
-	if g, err := strconv.Atoi(string(b[:n])); err == nil && g > 0 {
-		group = g
-	}
+	group = parseNote(b[:n])
 	if !ok {
 		return true, true, group // held exclusively: a holder
 	}
@@ -129,7 +159,7 @@ func probeLiveFile(path string) (held, known bool, group int) {
 	for try := 0; ; try++ {
 		ok, err = osfile.TryLock(f)
 		if err != nil {
-			return false, false, 0
+			return false, false, jobGroup{}
 		}
 		if ok {
 			osfile.Unlock(f)

@@ -50,6 +50,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
@@ -362,11 +363,24 @@ type Info struct {
 	// any process of that group lives, the lock is alive even if gpuexec
 	// itself was killed.
 	ChildPGID int `json:"childPgid,omitempty"`
+	// ChildStart is when the job's first process, the leader of
+	// ChildPGID, started, in ms since the epoch (as PIDStart). A group id
+	// is a pid, reused once the group is gone: a group led by a process
+	// started at another time is not the job's. With it, a live group
+	// keeps the lock held however old its heartbeat (a record without it,
+	// of an older gpuexec, only while its heartbeat is fresh).
+	ChildStart int64 `json:"childStart,omitempty"`
 	// Share marks a lock held in shared mode (Options.ShareMiB): the
 	// record names one of its sharers, each of which has a sidecar
 	// (see Status.Sharers). Readers that know nothing of it see a busy
 	// device, as they should.
 	Share bool `json:"share,omitempty"`
+	// Cover marks the lock at a path held for the device locks beside it
+	// (Options.Devices) while any of them is held: the record names one
+	// of their holders, each of which shares its liveness lock. Readers
+	// that know nothing of it (the seed's tool) see the machine busy, as
+	// they should; a holder of the path itself waits until it is gone.
+	Cover bool `json:"cover,omitempty"`
 	// Deadline is when the holder's job is stopped at the latest (gpuexec
 	// --timeout; see Options.HoldLimit), ISO-8601 UTC with milliseconds as
 	// AcquiredAt; empty when it has none. Waiters show it. A record's
@@ -519,6 +533,13 @@ type Held struct {
 	retiring   func()
 	retired    chan struct{} // closed once let go of; nil when nothing was left
 	retireOnce sync.Once
+	// cover is, for a device set, its part of the lock at Options.Path
+	// while it holds devices beside it (see cover.go); nil otherwise.
+	cover *fileLock
+	// group is the job's process group as NoteChild or RecordChild
+	// was told of it.
+	groupMu sync.Mutex
+	group   jobGroup
 }
 
 // Path is the lock file's absolute path (with devices, the queue's).
@@ -554,6 +575,9 @@ func (h *Held) LiveFiles() []*os.File {
 			out = append(out, l.share.f)
 		}
 	}
+	if h.cover != nil {
+		out = append(out, h.cover.live.f)
+	}
 	return out
 }
 
@@ -579,20 +603,25 @@ func (h *Held) Lost() <-chan struct{} { return h.lost.Lost() }
 // LostReason says why Lost was closed; nil while it is not.
 func (h *Held) LostReason() error { return h.lost.Reason() }
 
-// NoteChild notes the process group of the job run under the lock in each
-// liveness file, so that the lock stays alive while that group runs even if
-// this process is killed and the job's processes closed the liveness
-// files. It is one write per lock, with no guard and no new file: call it
-// the moment the job starts. It also lets go, in the background, of the
-// queue ticket and the watch that Acquire waited with, which were kept
-// until then so that the job's start did not wait for their removal.
-// RecordChild puts the group into the records themselves, where status
-// shows it.
+// NoteChild notes the process group of the job run under the lock (pgid,
+// the job's first process's pid), in each liveness file and, for a sharer,
+// in its sidecar, so that the lock stays alive while that group runs even
+// if this process is killed and the job's processes closed the files they
+// inherited. The group's leader's start time goes with it, so that a group
+// that later carries the same number is never taken for the job's. It is
+// one write per lock, with no guard and no new file: call it the moment
+// the job starts. It also lets go, in the background, of the queue ticket
+// and the watch that Acquire waited with, which were kept until then so
+// that the job's start did not wait for their removal. RecordChild puts the
+// group into the records themselves, where status shows it.
 func (h *Held) NoteChild(pgid int) error {
+	g := h.jobGroup(pgid)
 	var errs []error
 	for _, l := range h.locks {
-		if l.share == nil { // a shared liveness file is every sharer's
-			errs = append(errs, l.live.note(pgid))
+		if l.share != nil {
+			errs = append(errs, l.noteSharer(g))
+		} else {
+			errs = append(errs, l.live.note(g))
 		}
 	}
 	h.letGo()
@@ -600,14 +629,31 @@ func (h *Held) NoteChild(pgid int) error {
 }
 
 // RecordChild writes the process group of the job run under the lock into
-// each record (childPgid), so that the lock stays alive while that group
-// runs even if this process is killed. It also counts as a heartbeat.
+// each record (childPgid, childStart), so that the lock stays alive while
+// that group runs even if this process is killed. It also counts as a
+// heartbeat.
 func (h *Held) RecordChild(pgid int) error {
+	g := h.jobGroup(pgid)
 	var errs []error
 	for _, l := range h.locks {
-		errs = append(errs, l.recordChild(pgid))
+		errs = append(errs, l.recordChild(g))
+	}
+	if h.cover != nil {
+		errs = append(errs, h.cover.recordChild(g))
 	}
 	return errors.Join(errs...)
+}
+
+// jobGroup is the job's group pgid with its leader's start time, read once
+// per group.
+func (h *Held) jobGroup(pgid int) jobGroup {
+	h.groupMu.Lock()
+	defer h.groupMu.Unlock()
+	if h.group.id != pgid {
+		h.group = jobGroup{id: pgid}
+		h.group.since, _ = proc.Start(pgid)
+	}
+	return h.group
 }
 
 // Release stops the heartbeat and removes each lock file that still holds
@@ -617,6 +663,11 @@ func (h *Held) Release() error {
 	var errs []error
 	for _, l := range h.locks {
 		errs = append(errs, l.release())
+	}
+	if h.cover != nil {
+		// After the devices: the cover goes only once none beside it
+		// is held.
+		errs = append(errs, h.cover.release())
 	}
 	if h.retired != nil {
 		h.letGo()

@@ -75,6 +75,7 @@ func (o Options) withDefaults() (Options, target, error) {
 		return o, target{}, err
 	}
 	o.Path = abs
+	o = o.Canonical()
 	t, err := o.target()
 	return o, t, err
 }
@@ -139,20 +140,49 @@ func (o Options) target() (target, error) {
 		if need != 1 {
 			return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
 		}
+		if dev, ok := misspelledDevice(o.Path); ok {
+			return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s names GPU %s with a leading zero, which would be a lock of its own beside GPU %s's; name it without", filepath.Base(o.Path), dev, dev)}
+		}
 		return target{paths: []string{o.Path}, need: 1}, nil
 	}
 	if err := checkDevices(o.Devices); err != nil {
 		return target{}, err
 	}
+	if _, dev, ok := deviceLock(o.Path); ok {
+		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s is GPU %s's lock; with devices, name the lock they are beside", filepath.Base(o.Path), dev)}
+	}
+	if _, stem, _ := deviceName(o.Path); stem != "" && allDigits(stem[len(stem)-1:]) {
+		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s ends in a digit, so its devices' locks (%s) would read as other GPUs' locks; with devices, name a lock without one", filepath.Base(o.Path), filepath.Base(deviceFile(o.Path, "1")))}
+	}
 	if need < 1 || need > len(o.Devices) {
 		return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
 	}
-	dir, stem, ext := deviceName(o.Path)
 	t := target{names: append([]string(nil), o.Devices...), need: need}
 	for _, n := range o.Devices {
-		t.paths = append(t.paths, filepath.Join(dir, stem+n+ext))
+		t.paths = append(t.paths, deviceFile(o.Path, n))
 	}
 	return t, nil
+}
+
+// deviceFile is the lock file of device n beside the lock at path.
+func deviceFile(path, n string) string {
+	dir, stem, ext := deviceName(path)
+	return filepath.Join(dir, stem+n+ext)
+}
+
+// Canonical is o with a Path that names a device's lock (see DeviceLock)
+// and no Devices made the lock it is beside, with that one device:
+// gpu1.lock is GPU 1 of gpu.lock, queued for with every other job of that
+// lock, and excluded as its GPU 1 (see Options.Devices). Other Options are
+// returned as they are. Acquire, TryAcquire and Inspect take Options so.
+func (o Options) Canonical() Options {
+	if len(o.Devices) > 0 {
+		return o
+	}
+	if anchor, dev, ok := deviceLock(o.Path); ok {
+		o.Path, o.Devices = anchor, []string{dev}
+	}
+	return o
 }
 
 // deviceName splits a lock path into what names its devices' lock files:
@@ -165,44 +195,35 @@ func deviceName(path string) (dir, stem, ext string) {
 }
 
 // checkDevices checks a device list: 1 to maxDevices names, each a device
-// name (see validDeviceName), none twice.
+// index (see validIndex), none twice.
 func checkDevices(names []string) error {
 	if len(names) > maxDevices {
 		return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", len(names), maxDevices)}
 	}
-	seen := make(map[string]string, len(names)) // lower case → as written
+	seen := make(map[string]bool, len(names))
 	for _, n := range names {
-		if !validDeviceName(n) {
-			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %q, which is not a device name (up to %d letters, digits, '-' and '_': an index or a GPU UUID)", n, maxDeviceName)}
+		if !validIndex(n) {
+			return &OptionError{Option: "devices", Problem: notIndex(n)}
 		}
-		// Case apart, two names would be one lock file where the
-		// filesystem ignores case (Windows, macOS).
-		k := strings.ToLower(n)
-		switch first, ok := seen[k]; {
-		case ok && first == n:
+		if seen[n] {
 			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names device %s twice", n)}
-		case ok:
-			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names devices %s and %s, one lock file where case is ignored (Windows, macOS)", first, n)}
 		}
-		seen[k] = n
+		seen[n] = true
 	}
 	return nil
 }
 
-// validDeviceName reports whether n can name a device's lock file: an
-// index or a GPU UUID (GPU-8f3c...), nothing that could leave the folder
-// or make another lock's sidecar (gpu0.lock.live-...).
-func validDeviceName(n string) bool {
-	if n == "" || len(n) > maxDeviceName {
-		return false
+// notIndex says why n names no device's lock.
+func notIndex(n string) string {
+	switch {
+	case allDigits(n) && len(n) > 1 && n[0] == '0':
+		return fmt.Sprintf("names %q: write the index without leading zeros (%s), one lock per card", n, strings.TrimLeft(n[:len(n)-1], "0")+n[len(n)-1:])
+	case allDigits(n):
+		return fmt.Sprintf("names device %s: an index is at most %d", n, maxIndex)
+	case strings.HasPrefix(strings.ToUpper(n), "GPU-") || strings.HasPrefix(strings.ToUpper(n), "MIG-"):
+		return fmt.Sprintf("names %q, a UUID: a device's lock is named by its index (nvidia-smi's), so that one card is one lock", printable(SafeName(n)))
 	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return fmt.Sprintf("names %q, which is not a GPU index (0, 1, 2, ...)", printable(SafeName(n)))
 }
 
 func parseDevices(list string, count int) ([]string, error) {
@@ -223,8 +244,14 @@ func parseDevices(list string, count int) ([]string, error) {
 		return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", k, maxDevices)}
 	}
 	names := strings.Split(list, ",")
-	for i := range names {
-		names[i] = strings.TrimSpace(names[i])
+	for i, n := range names {
+		n = strings.TrimSpace(n)
+		// 07 is 7: one card, one lock.
+		if allDigits(n) && len(n) <= 3 {
+			k, _ := strconv.Atoi(n)
+			n = strconv.Itoa(k)
+		}
+		names[i] = n
 	}
 	return names, checkDevices(names)
 }

@@ -149,15 +149,14 @@ func newQueue(anchor string, locks []string) *queue {
 	return q
 }
 
-// rival reports whether the ticket t competes for one of q's locks: it
-// names one of them, or names none (an older gpuexec's ticket, or content
-// that cannot be read, which are taken to wait for every lock).
+// rival reports whether the ticket t competes with q's waiter (see
+// competes).
 func (q *queue) rival(t ticketEntry) bool {
 	if r, ok := q.rivals[t.seq]; ok {
 		return r
 	}
 	rec, err := readTicket(t.path)
-	r := competes(rec, err, q.names)
+	r := competes(rec, err, q.names, filepath.Base(q.anchor))
 	if !errors.Is(err, fs.ErrNotExist) {
 		q.rivals[t.seq] = r
 	}
@@ -165,13 +164,18 @@ func (q *queue) rival(t ticketEntry) bool {
 }
 
 // competes reports whether a ticket read as rec (or not read: err) waits
-// for one of the locks names.
-func competes(rec ticketRecord, err error, names []string) bool {
-	if err != nil || len(rec.Locks) == 0 {
+// for a lock that one of the locks names would exclude: one of names
+// itself, or, since the lock at the queue's path (anchor, its base name)
+// stands for every device beside it (see cover.go), that lock when names
+// are devices, and any device when names is that lock. A ticket that
+// names none (an older gpuexec's, or content that cannot be read) is taken
+// to wait for every lock.
+func competes(rec ticketRecord, err error, names []string, anchor string) bool {
+	if err != nil || len(rec.Locks) == 0 || slices.Contains(names, anchor) {
 		return true
 	}
 	for _, n := range rec.Locks {
-		if slices.Contains(names, n) {
+		if n == anchor || slices.Contains(names, n) {
 			return true
 		}
 	}
@@ -359,7 +363,7 @@ func readQueue(anchor string, locks []string) ([]Waiter, error) {
 			time.Sleep(time.Millisecond)
 			rec, err = readTicket(t.path)
 		}
-		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names)) {
+		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names, filepath.Base(anchor))) {
 			continue
 		}
 		w := Waiter{Seq: t.seq, PID: rec.PID, Owner: rec.Owner, Slug: rec.Slug, Host: rec.Host, Since: rec.Since,

@@ -101,6 +101,7 @@ func parseRecord(b []byte) (*Info, error) {
 	for key, dst := range map[string]any{
 		"pid": &info.PID, "acquiredAt": &info.AcquiredAt, "owner": &info.Owner, "slug": &info.Slug,
 		"token": &info.Token, "host": &info.Host, "pidStart": &info.PIDStart, "childPgid": &info.ChildPGID,
+		"childStart": &info.ChildStart,
 	} {
 		raw, ok := fields[key]
 		if !ok || string(raw) == "null" {
@@ -112,6 +113,7 @@ func parseRecord(b []byte) (*Info, error) {
 	}
 	// Only a true "share" marks a shared lock: anything else is not one.
 	info.Share = string(fields["share"]) == "true"
+	info.Cover = string(fields["cover"]) == "true"
 	// The deadline is only shown: one that is not a time is no deadline,
 	// not a broken record (which a waiter would clear as stale).
 	var deadline string
@@ -127,6 +129,9 @@ func parseRecord(b []byte) (*Info, error) {
 		return nil, fmt.Errorf("%w: token %q is not 16 lowercase hex digits", errBadRecord, printable(SafeName(info.Token)))
 	case info.ChildPGID < 0 || info.ChildPGID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: childPgid %d cannot name a process group", errBadRecord, info.ChildPGID)
+	}
+	if info.ChildStart < 0 || info.ChildPGID == 0 {
+		info.ChildStart = 0 // no time, or no group to time: none
 	}
 	return &info, nil
 }

@@ -119,8 +119,7 @@ func writeSharers(b *strings.Builder, s *Status) {
 	used, _ := Budget(s.Sharers)
 	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", fmtMiB(used), len(s.Sharers))
 	for _, sh := range s.Sharers {
-		who := Info{PID: sh.PID, Owner: sh.Owner, Slug: sh.Slug, Host: sh.Host}
-		fmt.Fprintf(b, "\n    %s: budget %s", who.Holder(), fmtMiB(sh.MiB))
+		fmt.Fprintf(b, "\n    %s: budget %s", sharerName(sh), fmtMiB(sh.MiB))
 		if sh.UsedMiB > 0 {
 			fmt.Fprintf(b, ", using %s", fmtMiB(sh.UsedMiB))
 		}

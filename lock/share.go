@@ -64,6 +64,13 @@ type Sharer struct {
 	Host      string `json:"host,omitempty"`
 	PIDStart  int64  `json:"pidStart,omitempty"`
 	ChildPGID int    `json:"childPgid,omitempty"`
+	// ChildStart is when its job's group leader started (see
+	// Info.ChildStart).
+	ChildStart int64 `json:"childStart,omitempty"`
+	// Gone says the sharer's gpuexec is gone (its sidecar's kernel lock
+	// is free) while processes of its job's group still run: its budget
+	// still counts, and it keeps the lock held, until they end.
+	Gone bool `json:"gone,omitempty"`
 	// MiB is its budget of video memory, in MiB; -1 when its sidecar
 	// cannot be read (then nothing more may join the lock).
 	MiB int64 `json:"vramMiB"`
@@ -117,6 +124,10 @@ func parseSharer(b []byte) (Sharer, bool) {
 	if s.ChildPGID < 0 || s.ChildPGID > math.MaxInt32 {
 		s.ChildPGID = 0
 	}
+	if s.ChildStart < 0 || s.ChildPGID == 0 {
+		s.ChildStart = 0
+	}
+	s.Gone = false // said by the kernel's lock, not by the file
 	if s.UsedMiB < 0 {
 		s.UsedMiB = 0
 	}
@@ -126,17 +137,19 @@ func parseSharer(b []byte) (Sharer, bool) {
 	return s, true
 }
 
-// listSharers reads the live sharers beside the lock at lockPath, in name
-// order; with prune, dead sidecars (kernel lock free) are removed. Call
-// with the lock's guard held to count them (sidecars are written whole
-// under it); without, a sidecar caught being written is read again.
+// listSharers reads the live sharers beside the lock at lockPath: those
+// whose sidecar's kernel lock is held, then those whose gpuexec is gone
+// while their job's group still runs on this host (Gone), each in name
+// order; with prune, the dead ones' sidecars are removed. Call with the
+// lock's guard held to count them (sidecars are written whole under it);
+// without, a sidecar caught being written is read again.
 func listSharers(lockPath string, prune bool) []Sharer {
 	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var out []Sharer
+	var out, gone []Sharer
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), base+shareSuffix)
 		if !ok || !validToken(rest) {
@@ -144,16 +157,20 @@ func listSharers(lockPath string, prune bool) []Sharer {
 		}
 		path := filepath.Join(dir, e.Name())
 		s, live := readSharer(path)
-		if live {
+		switch {
+		case live && s.Gone:
+			gone = append(gone, s)
+		case live:
 			out = append(out, s)
-		} else if prune {
+		case prune:
 			removeDeadLiveFile(path)
 		}
 	}
-	return out
+	return append(out, gone...)
 }
 
-// readSharer reads the sidecar at path: live when its kernel lock is held.
+// readSharer reads the sidecar at path: live when its kernel lock is held,
+// or (Gone) when it is free but the job's group it names still runs here.
 func readSharer(path string) (Sharer, bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
@@ -166,7 +183,6 @@ func readSharer(path string) (Sharer, bool) {
 	}
 	if ok {
 		osfile.Unlock(f)
-		return Sharer{}, false
 	}
 	var s Sharer
 	for range 3 {
@@ -177,7 +193,37 @@ func readSharer(path string) (Sharer, bool) {
 		}
 		time.Sleep(time.Millisecond) // being written (read without the guard)
 	}
-	return s, true
+	if !ok {
+		return s, true
+	}
+	// Its gpuexec is gone: the sharer lives on while its job does. Only
+	// a group whose start is known counts (see Info.ChildStart).
+	if s.ChildPGID > 0 && s.ChildStart > 0 && sameHost(s.Host) && proc.GroupAliveSince(s.ChildPGID, s.ChildStart) {
+		s.Gone = true
+		return s, true
+	}
+	return Sharer{}, false
+}
+
+// sharersLeft says, for a reason, which sharers keep a shared lock whose
+// record's holder is gone: "the jobs of its sharers still run:
+// channels/tts (pid 4242), reels/tts (pid 4300, gone)".
+func sharersLeft(sharers []Sharer) string {
+	names := make([]string, len(sharers))
+	for i, sh := range sharers {
+		names[i] = sharerName(sh)
+	}
+	return "the jobs of its sharers still run: " + strings.Join(names, ", ")
+}
+
+// sharerName is "channels/tts (pid 4242)", with ", gone" inside the
+// parentheses for a sharer whose gpuexec is gone.
+func sharerName(sh Sharer) string {
+	who := (&Info{PID: sh.PID, Owner: sh.Owner, Slug: sh.Slug, Host: sh.Host}).Holder()
+	if sh.Gone {
+		who = strings.TrimSuffix(who, ")") + ", gone; its job still runs)"
+	}
+	return who
 }
 
 func trimJSON(b []byte) []byte { return []byte(strings.Trim(string(b), jsonSpace)) }
@@ -328,7 +374,8 @@ func joinShared(o Options, st *Status) (*liveLock, *shareHold, error) {
 
 // sharerInfo is the record naming the sharer s on the shared record cur.
 func sharerInfo(cur Info, s Sharer) Info {
-	cur.PID, cur.Owner, cur.Slug, cur.Host, cur.PIDStart, cur.ChildPGID = s.PID, s.Owner, s.Slug, s.Host, s.PIDStart, s.ChildPGID
+	cur.PID, cur.Owner, cur.Slug, cur.Host, cur.PIDStart = s.PID, s.Owner, s.Slug, s.Host, s.PIDStart
+	cur.ChildPGID, cur.ChildStart = s.ChildPGID, s.ChildStart
 	return cur
 }
 
@@ -384,6 +431,16 @@ func (h *fileLock) adopt() error {
 	})
 }
 
+// noteSharer writes the job's group into this sharer's sidecar at once,
+// without the guard (Held.NoteChild): the sidecar is this sharer's alone,
+// and a reader that catches it being written reads it again.
+func (h *fileLock) noteSharer(g jobGroup) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.share.me.ChildPGID, h.share.me.ChildStart = g.id, g.since
+	return h.share.write()
+}
+
 // noteShare rewrites this sharer's sidecar with fn applied, under the
 // guard; and, when the record names this sharer, the record too with the
 // job's group.
@@ -398,7 +455,7 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 			return err
 		}
 		st, err := h.ours()
-		if err != nil || st.Info.PID != os.Getpid() || st.Info.ChildPGID == me.ChildPGID {
+		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == me.ChildPGID && st.Info.ChildStart == me.ChildStart) {
 			return err
 		}
 		return h.nameInRecord(*st.Info, me)

@@ -54,7 +54,7 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		case strings.HasPrefix(rest, liveSuffix) && validToken(rest[len(liveSuffix):]):
 			if held, known, group := probeLiveFile(path); known && held {
 				if busy == nil {
-					busy = orphanStatus(lockPath, path, group)
+					busy = orphanStatus(lockPath, path, group.id)
 				}
 			} else if known && remove {
 				removeDeadLiveFile(path)

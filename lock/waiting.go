@@ -45,10 +45,15 @@ func (s *Status) WaitingLine(w Waiting) (string, []any) {
 func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 	var b strings.Builder
 	var fields []any
+	plain, beside := splitSeen(seen)
 	switch {
-	case len(seen) == 1 && seen[0] != nil && seen[0].State != StateFree:
-		st := seen[0]
+	case plainHeld(plain):
+		st := plain
 		b.WriteString("waiting for GPU lock: held by " + holding(st, now))
+		if len(beside) > 0 {
+			// Devices kept from being taken by a job on every GPU.
+			b.WriteString(", a job on every GPU")
+		}
 		fields = append(fields, "holder", st.Holder())
 		if st.Info != nil {
 			if t := st.Info.Acquired(); !t.IsZero() {
@@ -58,13 +63,25 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 				fields = append(fields, "deadline", st.Info.Deadline)
 			}
 		}
-	case len(seen) > 1:
-		b.WriteString("waiting for GPU locks: ")
+	case plain != nil && heldIn(beside):
+		// A plain lock kept from being taken by devices beside it.
+		b.WriteString("waiting for GPU lock: its GPUs are held: ")
 		first := true
-		for _, st := range seen {
-			if st == nil {
+		for _, st := range beside {
+			if st.State == StateFree {
 				continue
 			}
+			if !first {
+				b.WriteString("; ")
+			}
+			first = false
+			b.WriteString("GPU " + st.Device + " by " + holding(st, now))
+		}
+		fields = append(fields, "holder", holders(seen))
+	case len(beside) > 1 || (len(beside) == 1 && plain == nil):
+		b.WriteString("waiting for GPU locks: ")
+		first := true
+		for _, st := range beside {
 			if !first {
 				b.WriteString("; ")
 			}
@@ -85,6 +102,39 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 	}
 	tail, more := waitTail(w, now)
 	return b.String() + tail, append(fields, more...)
+}
+
+// plainHeld reports whether st, the plain lock as seen, is held for itself:
+// not free, and not a cover of the devices beside it (which are held
+// themselves, and named).
+func plainHeld(st *Status) bool {
+	return st != nil && st.State != StateFree && (st.Info == nil || !st.Info.Cover)
+}
+
+// splitSeen parts the locks a waiter saw (see WaitError.Seen) into the lock
+// of no device (the plain lock: the one waited for, or the one that keeps
+// the devices waited for from being taken; nil when none was seen) and the
+// devices' locks, in order.
+func splitSeen(seen []*Status) (plain *Status, devices []*Status) {
+	for _, st := range seen {
+		switch {
+		case st == nil:
+		case st.Device == "" && plain == nil:
+			plain = st
+		case st.Device != "":
+			devices = append(devices, st)
+		}
+	}
+	return plain, devices
+}
+
+func heldIn(locks []*Status) bool {
+	for _, st := range locks {
+		if st.State != StateFree {
+			return true
+		}
+	}
+	return false
 }
 
 // admitLine is the waiting line, and its fields, of a waiter at the head
@@ -216,7 +266,7 @@ func (r *reporter) report(seen []*Status) {
 	// (Logger.IsInfo cannot tell whether the line is wanted: an
 	// intercept logger's sinks may want what its own level drops.)
 	if seen == nil {
-		if fresh, err := inspectAll(r.o, r.t); err == nil && len(fresh) == len(r.t.paths) {
+		if fresh, err := inspectSeen(r.o, r.t); err == nil && len(fresh) >= len(r.t.paths) {
 			seen = fresh
 		} else {
 			seen = r.seen

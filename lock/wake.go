@@ -21,25 +21,38 @@ type waker struct {
 	locks   map[string]bool
 	lives   []string // path prefixes of the locks' liveness files
 	tickets string   // path prefix of the queue's tickets
-	c       chan struct{}
-	left    chan struct{}
-	done    chan struct{} // closed when the watch has stopped
-	stop    func()        // stops the watch
-	os      osWatch       // what the watch of this OS keeps
+	// anchor, for a waiter for a plain lock, is its path: the removal of
+	// any device's lock beside it, or of their liveness files, wakes it.
+	anchor string
+	c      chan struct{}
+	left   chan struct{}
+	done   chan struct{} // closed when the watch has stopped
+	stop   func()        // stops the watch
+	os     osWatch       // what the watch of this OS keeps
 }
 
 // newWaker watches the folder of lockPath (the queue's anchor) for the
-// removal of any of locks and of tickets.
+// removal of any of locks and of tickets, and of what keeps them from
+// being taken (see cover.go): for the lock at lockPath itself, every
+// device's lock beside it; for devices, the lock at lockPath.
 func newWaker(lockPath string, locks []string) (*waker, error) {
-	set := make(map[string]bool, len(locks))
+	set := make(map[string]bool, len(locks)+1)
 	var lives []string
 	for _, l := range locks {
 		set[l] = true
 		lives = append(lives, l+liveSuffix)
 	}
+	plain := len(locks) == 1 && locks[0] == lockPath
+	if !plain {
+		set[lockPath] = true
+		lives = append(lives, lockPath+liveSuffix)
+	}
 	k := &waker{
 		dir: filepath.Dir(lockPath), locks: set, lives: lives, tickets: lockPath + ticketSuffix,
 		c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if plain {
+		k.anchor = lockPath
 	}
 	if err := k.watch(); err != nil {
 		return nil, err
@@ -55,6 +68,8 @@ func (k *waker) removed(name string) {
 		send(k.c)
 	case strings.HasPrefix(path, k.tickets):
 		send(k.left)
+	case k.anchor != "" && besideLock(k.anchor, path):
+		send(k.c)
 	default:
 		for _, p := range k.lives {
 			if strings.HasPrefix(path, p) {

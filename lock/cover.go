@@ -1,0 +1,310 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/internal/proc"
+)
+
+// One card, one lock: the lock at a path (gpu.lock, "plain") stands for
+// every GPU of the machine, and each device's lock beside it (gpu0.lock,
+// gpu1.lock: see Options.Devices) for one of them. So that two jobs are
+// never on one card whichever way each named it:
+//
+//   - a plain holder takes the lock at the path only while no device lock
+//     beside it is held (each is settled under its own guard, inside the
+//     path's, at every try);
+//   - a device holder takes device locks only while the lock at the path
+//     is free or is a cover, which it then creates or joins: a record in
+//     the seed's format with "cover": true, so that the seed's Node tool,
+//     which knows only the path, sees the machine busy while any device is
+//     held, and plain jobs of older gpuexec versions wait too;
+//   - the cover is shared like a shared record (see share.go): every device
+//     holder holds its liveness file with a shared kernel lock, which its
+//     job inherits; its pid names one of them, rewritten by whoever finds
+//     that pid gone, and handed on by the one that leaves; the last one
+//     to leave (no device lock beside it held any more) removes it.
+//
+// Every step runs under the path's guard, which every plain and device
+// holder takes first (a device lock named by its own path is taken as
+// device N of the lock it is beside: see DeviceLock), so the steps of the
+// two kinds never interleave.
+
+// maxIndex is the largest device index a device's lock is named by:
+// maxDevices devices, numbered from 0.
+const maxIndex = maxDevices - 1
+
+// validIndex reports whether n is a device's name as Options.Devices takes
+// it: an index in decimal without leading zeros, at most maxIndex.
+func validIndex(n string) bool {
+	if n == "" || len(n) > 1 && n[0] == '0' || !allDigits(n) {
+		return false
+	}
+	i, err := strconv.Atoi(n)
+	return err == nil && i <= maxIndex
+}
+
+// deviceLock is DeviceLock.
+func deviceLock(path string) (lockPath, device string, ok bool) {
+	dir, stem, ext := deviceName(path)
+	i := len(stem)
+	for i > 0 && stem[i-1] >= '0' && stem[i-1] <= '9' {
+		i--
+	}
+	if i == 0 || i == len(stem) {
+		return "", "", false // no name before the digits, or no digits
+	}
+	dev := stem[i:]
+	if !validIndex(dev) {
+		return "", "", false
+	}
+	return filepath.Join(dir, stem[:i]+ext), dev, true
+}
+
+// misspelledDevice reports the index a lock path names with leading zeros
+// (gpu07.lock: "7"), which would be a lock of its own beside gpu7.lock.
+func misspelledDevice(path string) (string, bool) {
+	_, stem, _ := deviceName(path)
+	i := len(stem)
+	for i > 0 && stem[i-1] >= '0' && stem[i-1] <= '9' {
+		i--
+	}
+	digits := stem[i:]
+	if i == 0 || len(digits) < 2 || digits[0] != '0' {
+		return "", false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n > maxIndex {
+		return "", false
+	}
+	return strconv.Itoa(n), true
+}
+
+// devicesBeside are the device lock files beside the lock at lockPath (the
+// regular files named as Options.Devices would name them), in guard order,
+// with their device names. Names alone decide: nothing is opened.
+func devicesBeside(lockPath string) (paths, names []string, err error) {
+	dir, stem, ext := deviceName(lockPath)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		dev, ok := strings.CutPrefix(n, stem)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if dev, ok = strings.CutSuffix(dev, ext); ok && validIndex(dev) {
+			paths = append(paths, filepath.Join(dir, n))
+			names = append(names, dev)
+		}
+	}
+	t := target{paths: paths}
+	order := t.guardOrder()
+	sp, sn := make([]string, len(order)), make([]string, len(order))
+	for k, i := range order {
+		sp[k], sn[k] = paths[i], names[i]
+	}
+	return sp, sn, nil
+}
+
+// besideLock reports whether path is a device's lock beside the lock at
+// lockPath, or one of its liveness files, by name.
+func besideLock(lockPath, path string) bool {
+	dir, stem, ext := deviceName(lockPath)
+	rest, ok := strings.CutPrefix(path, filepath.Join(dir, stem))
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if !validIndex(rest[:i]) {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest[i:], ext)
+	return ok && (rest == "" || strings.HasPrefix(rest, liveSuffix))
+}
+
+// settleBeside settles, for a plain lock at o.Path (whose guard the caller
+// holds), every device lock beside it, each under its own guard, which is
+// kept: it returns those held (each named by its device) and the guards,
+// which the caller releases.
+func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
+	paths, names, err := devicesBeside(o.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, p := range paths {
+		g, err := takeInnerGuard(ctx, p)
+		if err != nil {
+			releaseGuards(guards)
+			return nil, nil, err
+		}
+		guards = append(guards, g)
+		st, err := settle(o, p)
+		if err != nil {
+			releaseGuards(guards)
+			return nil, nil, err
+		}
+		if st.State != StateFree {
+			st.Device = names[i]
+			held = append(held, st)
+		}
+	}
+	return held, guards, nil
+}
+
+// inspectBeside is settleBeside that changes nothing and takes no guard:
+// the device locks held beside the plain lock at o.Path, as judged now.
+func inspectBeside(o Options) []*Status {
+	paths, names, err := devicesBeside(o.Path)
+	if err != nil {
+		return nil
+	}
+	var held []*Status
+	for i, p := range paths {
+		if st, err := inspectOne(p, o.Stale); err == nil && st.State != StateFree {
+			st.Device = names[i]
+			held = append(held, st)
+		}
+	}
+	return held
+}
+
+// coverBlocks reports whether the lock at a device set's path, as settled
+// (st), keeps its devices from being taken: anything there but a cover
+// held by this host's device holders (a plain holder, a plain sharer, the
+// seed's tool, a record being written, a job whose record was removed).
+func coverBlocks(st *Status) bool {
+	return st.State != StateFree && !joinableCover(st)
+}
+
+// joinableCover reports whether st is a cover that a device holder may
+// join: held, by the kernel's word (its liveness lock), on this host.
+func joinableCover(st *Status) bool {
+	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Cover &&
+		!st.Info.Share && st.Reason == "" && sameHost(st.Info.Host)
+}
+
+// takeCover creates (when the lock at o.Path, settled as st, is free) or
+// joins (when it is a cover) the cover of a device set's holder, with its
+// shared liveness lock. Call with the path's guard held.
+func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+	if st.State == StateFree {
+		info := newInfo(o)
+		info.Cover = true
+		live, err := takeLiveShared(o.Path, info.Token)
+		if err != nil {
+			return nil, err
+		}
+		if err := createRecord(o.Path, info); err != nil {
+			live.release()
+			return nil, err
+		}
+		return newCoverLock(o, info, live, ls), nil
+	}
+	live, err := joinLive(o.Path, st.Info.Token)
+	if err != nil {
+		return nil, err
+	}
+	info := *st.Info
+	return newCoverLock(o, &info, live, ls), nil
+}
+
+func newCoverLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLock {
+	return newFileLock(o, info, live, nil, ls, true)
+}
+
+// me is this process as a cover names it: its pid, owner, slug, host,
+// start, and its job's group once told.
+func (h *fileLock) me() Info {
+	selfStartOnce.Do(findSelfStart)
+	h.mu.Lock()
+	g := h.group
+	h.mu.Unlock()
+	return Info{PID: os.Getpid(), Owner: h.o.Owner, Slug: h.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
+		ChildPGID: g.id, ChildStart: g.since}
+}
+
+// naming is the record rec, a cover, rewritten to name the holder who.
+func naming(rec Info, who Info) Info {
+	rec.PID, rec.Owner, rec.Slug, rec.Host, rec.PIDStart = who.PID, who.Owner, who.Slug, who.Host, who.PIDStart
+	rec.ChildPGID, rec.ChildStart = who.ChildPGID, who.ChildStart
+	return rec
+}
+
+// adoptCover rewrites the cover when its pid is gone (a device holder
+// killed without leaving) to name this holder, so that the seed's tool,
+// which judges by pid, keeps seeing the machine busy. Call without the
+// guard.
+func (h *fileLock) adoptCover() error {
+	st, err := readStatus(h.o.Path)
+	if err != nil || h.isOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+		return nil
+	}
+	return h.underGuard(h.beat, func() error {
+		st, err := h.ours()
+		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+			return err
+		}
+		next := naming(*st.Info, h.me())
+		return replaceRecord(h.o.Path, &next)
+	})
+}
+
+// noteCoverChild writes the job's group into the cover when it names this
+// holder (for status, and for the seed's tool nothing: it reads the pid).
+// Call without the guard.
+func (h *fileLock) noteCoverChild(g jobGroup) error {
+	h.mu.Lock()
+	h.group = g
+	h.mu.Unlock()
+	return h.underGuard(h.beat, func() error {
+		st, err := h.ours()
+		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == g.id && st.Info.ChildStart == g.since) {
+			return err
+		}
+		next := st.Info
+		next.ChildPGID, next.ChildStart = g.id, g.since
+		return replaceRecord(h.o.Path, next)
+	})
+}
+
+// leaveCover is a device holder's release of its cover, under the path's
+// guard (or without it when it cannot be had), once its devices are
+// released: when no device lock beside the path is held any more, the
+// cover and its liveness file go; else, when the cover names this holder,
+// it is rewritten to name another device holder. It reports whether the
+// cover was removed.
+func (h *fileLock) leaveCover() (bool, error) {
+	others := inspectBeside(h.o)
+	if len(others) == 0 {
+		removed, err := h.removeRecordNow()
+		h.live.release()
+		return removed, err
+	}
+	defer h.live.drop()
+	st, err := h.ours()
+	if err != nil || st.Info.PID != os.Getpid() {
+		return false, nil
+	}
+	i := slices.IndexFunc(others, func(o *Status) bool { return o.Info != nil && o.Info.PID != os.Getpid() })
+	if i < 0 {
+		return false, nil
+	}
+	next := naming(*st.Info, *others[i].Info)
+	if err := replaceRecord(h.o.Path, &next); err != nil {
+		return false, fmt.Errorf("lock: handing the cover on: %w", err)
+	}
+	return false, nil
+}
