@@ -87,25 +87,35 @@ func misspelledDevice(path string) (string, bool) {
 	return strconv.Itoa(n), true
 }
 
-// devicesBeside are the device lock files beside the lock at lockPath (the
-// regular files named as Options.Devices would name them), in guard order,
-// with their device names. Names alone decide: nothing is opened.
+// devicesBeside are the devices whose locks beside the lock at lockPath are
+// there, or have left something there (a liveness file, a sidecar, a file
+// set aside: a job whose record was removed may still run), as lock paths in
+// guard order with their device names. Names alone decide: nothing is
+// opened, and only regular files count.
 func devicesBeside(lockPath string) (paths, names []string, err error) {
 	dir, stem, ext := deviceName(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	seen := map[string]bool{}
 	for _, e := range ents {
-		n := e.Name()
-		dev, ok := strings.CutPrefix(n, stem)
+		rest, ok := strings.CutPrefix(e.Name(), stem)
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		if dev, ok = strings.CutSuffix(dev, ext); ok && validIndex(dev) {
-			paths = append(paths, filepath.Join(dir, n))
-			names = append(names, dev)
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
 		}
+		dev := rest[:i]
+		tail, ok := strings.CutPrefix(rest[i:], ext)
+		if !ok || !validIndex(dev) || seen[dev] || !lockOrLeftover(tail) {
+			continue
+		}
+		seen[dev] = true
+		paths = append(paths, filepath.Join(dir, stem+dev+ext))
+		names = append(names, dev)
 	}
 	t := target{paths: paths}
 	order := t.guardOrder()
@@ -114,6 +124,18 @@ func devicesBeside(lockPath string) (paths, names []string, err error) {
 		sp[k], sn[k] = paths[i], names[i]
 	}
 	return sp, sn, nil
+}
+
+// lockOrLeftover reports whether what follows a lock file's name in a file
+// name (tail) makes it the lock file itself ("") or something its holders
+// leave beside it: a liveness file, a sidecar, a file set aside.
+func lockOrLeftover(tail string) bool {
+	for _, p := range []string{liveSuffix, shareSuffix, stalePart, tmpPart} {
+		if strings.HasPrefix(tail, p) {
+			return true
+		}
+	}
+	return tail == ""
 }
 
 // besideLock reports whether path is a device's lock beside the lock at

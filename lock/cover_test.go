@@ -217,3 +217,28 @@ func leftoversBeside(t *testing.T, path string) []string {
 	}
 	return odd
 }
+
+// A device whose record was removed while its job still runs (a forced
+// clear: its liveness file is still locked) keeps the plain lock from being
+// taken, as it keeps the device's own.
+func TestDeviceJobWithoutItsRecordKeepsThePlainLock(t *testing.T) {
+	o := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	live, err := takeLive(filepath.Join(filepath.Dir(o.Path), "gpu2.lock"), "0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := TryAcquire(o)
+	var werr *WaitError
+	if !contended(h, err) || !errors.As(err, &werr) || !strings.Contains(werr.Holders(), "GPU 2: a job whose lock record was removed") {
+		t.Fatalf("plain TryAcquire beside GPU 2's orphaned job = %v, %v; want contention naming it", h, err)
+	}
+	live.release()
+	h, err = TryAcquire(o)
+	if err != nil {
+		t.Fatalf("plain TryAcquire once that job ended: %v", err)
+	}
+	h.Release()
+}

@@ -90,7 +90,11 @@ func (s *Status) Describe() string {
 	if s.State == StateStale {
 		b.WriteString("stale: ")
 	}
-	b.WriteString("held by " + s.Holder())
+	if s.Info != nil && s.Info.Cover {
+		b.WriteString("held for the GPU locks beside it, named by " + s.Holder())
+	} else {
+		b.WriteString("held by " + s.Holder())
+	}
 	if s.Info != nil {
 		if t := s.Info.Acquired(); !t.IsZero() {
 			b.WriteString(" since " + fmtStamp(t))
