@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -140,6 +141,61 @@ func discovered(c *cli.Context) ([]string, error) {
 		names[i] = strconv.Itoa(d.Index)
 	}
 	return names, nil
+}
+
+// deviceIndexes is a --gpus list with each GPU named by nvidia-smi's
+// index, as a device's lock is (one card, one lock): a UUID, or a unique
+// prefix of one (GPU-5a6c...), is mapped to the index of the GPU it names,
+// which needs a working nvidia-smi; and where nvidia-smi answers, every
+// index must be one it lists. Without nvidia-smi indexes are taken as
+// written (lock.ParseDevices checks them).
+func deviceIndexes(c *cli.Context, list string) (string, error) {
+	names := strings.Split(list, ",")
+	uuids := false
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+		uuids = uuids || strings.HasPrefix(strings.ToUpper(names[i]), "GPU-")
+	}
+	s, err := smi(c)
+	if err != nil {
+		return "", err
+	}
+	var devs []gpu.Device
+	if s != nil {
+		devs, err = s.Devices(context.Background())
+	}
+	switch {
+	case uuids && s == nil:
+		return "", failed("--gpus names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v; or give the index", notFound())
+	case uuids && err != nil:
+		return "", failed("--gpus names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v", err)
+	case s == nil || err != nil && !errors.Is(err, gpu.ErrNoDevices):
+		// Nothing to check indexes against: they are what they say.
+		return strings.Join(names, ","), nil
+	}
+	for i, n := range names {
+		if !strings.HasPrefix(strings.ToUpper(n), "GPU-") && strings.Trim(n, "0123456789") != "" {
+			continue // no GPU's name: lock.ParseDevices says why
+		}
+		d, ok := gpu.Find(devs, n)
+		if !ok {
+			return "", failed("--gpus %q names no GPU nvidia-smi lists (it lists %s)", lock.SafeName(n), listedIndexes(devs))
+		}
+		names[i] = strconv.Itoa(d.Index)
+	}
+	return strings.Join(names, ","), nil
+}
+
+// listedIndexes names devs by index for a message: "0, 1", or "none".
+func listedIndexes(devs []gpu.Device) string {
+	if len(devs) == 0 {
+		return "none"
+	}
+	s := make([]string, len(devs))
+	for i, d := range devs {
+		s[i] = strconv.Itoa(d.Index)
+	}
+	return strings.Join(s, ", ")
 }
 
 // gpuSource is the job's source of GPU facts: without --vram and

@@ -137,10 +137,11 @@ func TestVRAMWithGPUs(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "visible=1 order=PCI_BUS_ID gpu=1" {
 		t.Errorf("the job sees %q, want GPU 1 (the first with 10G free) in PCI order\n%s", b, r.stderr)
 	}
-	// By UUID, as CUDA_VISIBLE_DEVICES takes them.
+	// By UUID, as CUDA_VISIBLE_DEVICES takes them: the lock, and what
+	// the job sees, is the GPU's index (one card, one lock).
 	r = gx(t, c.env(role("cuda"), outEnv+"="+out), "--lock", lock, "--gpus", gputest.UUID0+","+gputest.UUID1, "--vram", "10G", "--", helperBin)
 	wantCode(t, r, 0)
-	if b, _ := os.ReadFile(out); string(b) != "visible="+gputest.UUID1+" order=PCI_BUS_ID gpu="+gputest.UUID1 {
+	if b, _ := os.ReadFile(out); string(b) != "visible=1 order=PCI_BUS_ID gpu=1" {
 		t.Errorf("the job sees %q\n%s", b, r.stderr)
 	}
 }
@@ -190,7 +191,9 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"no devices", gputest.NoDevices, []string{"--vram", "1G"}, false, "--vram cannot be checked: nvidia-smi found no GPU"},
 		{"hung", gputest.Hung, []string{"--vram", "1G"}, false, "--vram cannot be checked: nvidia-smi did not answer within 4s"},
 		{"memory not reported", frame(unsupported), []string{"--vram", "1G"}, false, "--vram cannot be checked: GPU 0 (NVIDIA GeForce RTX 3080) does not report its free memory"},
-		{"no such GPU", frame(rtx3080(0)), []string{"--vram", "1G", "--gpus", "0,3"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "3" (it lists 0)`},
+		{"no such GPU", frame(rtx3080(0)), []string{"--vram", "1G", "--gpus", "0,3"}, false, `--gpus "3" names no GPU nvidia-smi lists (it lists 0)`},
+		{"no such GPU, without --vram", frame(rtx3080(0)), []string{"--gpus", "1"}, false, `--gpus "1" names no GPU nvidia-smi lists (it lists 0)`},
+		{"no such GPU UUID", frame(rtx3080(0)), []string{"--gpus", "GPU-ffff"}, false, `--gpus "GPU-ffff" names no GPU nvidia-smi lists (it lists 0)`},
 		{"CUDA sees no GPU", frame(rtx3080(0)), []string{"--vram", "1G"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "7" (it lists 0)`},
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
 		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 10.0 GiB in all"},

@@ -1211,9 +1211,10 @@ func TestStatusCheck(t *testing.T) {
 }
 
 // status without --gpus on a lock whose devices' locks beside it are held
-// (jobs run with --gpus) says so, rather than a bare "free"; --check still
-// speaks of the lock named (0). A device lock that is not a lock is left
-// out, and never fails status.
+// says so, rather than a bare "free", and --check says held (1): a job of
+// the lock cannot start while its GPUs are held. A job run on a device
+// holds the lock beside it as a cover, which status names. A device lock
+// that is not a lock is left out, and never fails status.
 func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
@@ -1221,18 +1222,27 @@ func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	writeLock(t, filepath.Join(dir, "gpu0.lock"), live, 0)
 	writeLock(t, filepath.Join(dir, "gpu1.lock"), seedRecord(testsupport.DeadPID(t), "ghost", "old", "0123456789abcdef"), 0)
 	writeLock(t, filepath.Join(dir, "gpu2.lock"), []byte("not a lock record, not json"), time.Hour)
-	h := startHolder(t, filepath.Join(dir, "gpu3.lock"))
+	// Written by hand: no cover.
 	r := gx(t, nil, "status", "--check", "--lock", lock)
-	wantCode(t, r, 0)
-	want := fmt.Sprintf("free (but per-device locks beside it are held: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n",
-		os.Getpid(), holderOwner, holderSlug, h.p.pid())
+	wantCode(t, r, 1)
+	want := fmt.Sprintf("free (its GPUs are held beside it: gpu0.lock by me/busy (pid %d); add --gpus 0,1 to see them)\n", os.Getpid())
 	if r.stdout != want {
 		t.Errorf("status printed\n%q, want\n%q\nstderr:\n%s", r.stdout, want, r.stderr)
 	}
+	// A job on GPU 3, by its lock's path, covers the lock beside it.
+	h := startHolder(t, filepath.Join(dir, "gpu3.lock"))
+	r = gx(t, nil, "status", "--check", "--lock", lock)
+	wantCode(t, r, 1)
+	want = fmt.Sprintf("held for the GPU locks beside it, named by %s/%s (pid %d) since ", holderOwner, holderSlug, h.p.pid())
+	wantBeside := fmt.Sprintf("(its GPUs are held beside it: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n",
+		os.Getpid(), holderOwner, holderSlug, h.p.pid())
+	if !strings.HasPrefix(r.stdout, want) || !strings.HasSuffix(r.stdout, wantBeside) {
+		t.Errorf("status printed\n%q, want\n%q ... %q\nstderr:\n%s", r.stdout, want, wantBeside, r.stderr)
+	}
 	m := testsupport.StatusJSON(t, long, gpuexecBin, lock)
 	list, _ := m["devicesBeside"].([]any)
-	if m["state"] != "free" || len(list) != 3 {
-		t.Errorf("status --json %v: want state free and 3 devicesBeside", m)
+	if m["state"] != "held" || m["cover"] != true || len(list) != 3 {
+		t.Errorf("status --json %v: want state held, a cover, and 3 devicesBeside", m)
 	}
 	// With the devices named, no note: status --gpus shows them.
 	r = gx(t, nil, "status", "--lock", lock, "--gpus", "0,3")

@@ -690,31 +690,29 @@ func TestNestedGpuexecRunsAtOnce(t *testing.T) {
 	wantCode(t, h.p.wait(t), 0)
 }
 
-// Waiters order only those who compete for a same lock: a --gpus waiter
-// does not wait behind a waiter for the plain lock, nor one for GPU 1
-// behind one for GPU 0.
+// Only rivals order each other: a waiter for GPU 1 does not wait behind one
+// for GPU 0. But the plain lock stands for every GPU: a device job waits
+// behind a plain waiter, and a plain job behind a device holder.
 func TestOnlyRivalsOrderEachOther(t *testing.T) {
 	t.Parallel()
 	_, lock := lockIn(t)
-	h := startHolder(t, lock)
-	w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "true"))
-	testsupport.Await(t, long, "a waiter for the plain lock", func() bool { return strings.Contains(w.stderr(), "waiting for GPU lock") })
-	r := gx(t, nil, "--lock", lock, "--gpus", "0,1", "--wait", "3s", "--", "true")
-	wantCode(t, r, 0)
-
 	gpu0 := filepath.Join(filepath.Dir(lock), "gpu0.lock")
 	h0 := startHolder(t, gpu0)
 	w0 := startProc(t, gpuexecCmd(nil, "--lock", lock, "--gpus", "0", "--wait", "1m", "--", "true"))
 	testsupport.Await(t, long, "a waiter for GPU 0", func() bool { return strings.Contains(w0.stderr(), "waiting for GPU") })
-	r = gx(t, nil, "--lock", lock, "--gpus", "1", "--wait", "3s", "--", "true")
+	r := gx(t, nil, "--lock", lock, "--gpus", "1", "--wait", "3s", "--", "true")
 	wantCode(t, r, 0)
+	// The plain lock waits for GPU 0, and a GPU 1 job behind the plain
+	// waiter for it: the plain job needs every GPU.
+	w := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "true"))
+	testsupport.Await(t, long, "a waiter for the plain lock", func() bool { return strings.Contains(w.stderr(), "its GPUs are held") })
+	r = gx(t, nil, "--lock", lock, "--gpus", "1", "--wait", "1s", "--", "true")
+	wantCode(t, r, 75)
 
-	for _, x := range []*holder{h, h0} {
-		x.release()
-		wantCode(t, x.p.wait(t), 0)
-	}
-	wantCode(t, w.wait(t), 0)
+	h0.release()
+	wantCode(t, h0.p.wait(t), 0)
 	wantCode(t, w0.wait(t), 0)
+	wantCode(t, w.wait(t), 0)
 }
 
 // clear --force never puts two jobs on the card: the holder stops its job

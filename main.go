@@ -128,6 +128,12 @@ func devices(c *cli.Context) ([]string, error) {
 	if list == "all" && c.Int("gpu-count") <= 0 {
 		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
 	}
+	if list != "all" {
+		var err error
+		if list, err = deviceIndexes(c, list); err != nil {
+			return nil, err
+		}
+	}
 	names, err := lock.ParseDevices(list, c.Int("gpu-count"))
 	if err != nil {
 		return nil, optionFailed(err)
@@ -299,7 +305,14 @@ func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
 	}
 	o := lock.Options{Path: path, Stale: c.Duration("stale")}
 	if withDevices {
-		o.Devices, err = devices(c)
+		if o.Devices, err = devices(c); err != nil {
+			return o, err
+		}
+		// A device's lock named by its path is that device of the lock
+		// beside it (gpu1.lock: --gpus 1 of gpu.lock).
+		if !etcdurl.Is(o.Path) {
+			o = o.Canonical()
+		}
 	}
 	return o, err
 }
@@ -516,7 +529,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 		}
 	}
 	if c.Bool("check") {
-		if code := checkStatus(r); code != 0 {
+		if code := checkStatus(r, beside); code != 0 {
 			return cli.Exit("", code)
 		}
 	}

@@ -17,10 +17,18 @@ const (
 )
 
 // checkStatus is status --check's exit status for r: for one lock, free 0,
-// held by a live holder 1, stale 2; for devices, 0 when any is free (a job
-// can start now), else 2 when any is stale (the next job clears it and
-// starts), else 1.
-func checkStatus(r *lock.Report) int {
+// held by a live holder 1, stale 2 (a free lock whose GPUs are held beside
+// it, beside, is held: its job cannot start); for devices, 0 when any is
+// free (a job can start now), else 2 when any is stale (the next job clears
+// it and starts), else 1.
+func checkStatus(r *lock.Report, beside []*lock.Status) int {
+	if len(r.Locks) == 1 && r.Locks[0].Device == "" {
+		for _, st := range beside {
+			if st.State == lock.StateHeld {
+				return checkHeld
+			}
+		}
+	}
 	free, stale := false, false
 	for _, st := range r.Locks {
 		switch st.State {
@@ -66,10 +74,10 @@ func devicesBeside(o lock.Options) []*lock.Status {
 	return out
 }
 
-// besideNote ends a free lock's status line when device locks beside it
-// are held: " (but per-device locks beside it are held: gpu0.lock by
-// channels/ep12 (pid 4242); add --gpus 0,1 to see them)"; "" when none
-// is.
+// besideNote ends a free lock's (or a cover's) status line when device
+// locks beside it are held, which keep its job from starting: " (its GPUs
+// are held beside it: gpu0.lock by channels/ep12 (pid 4242); add --gpus
+// 0,1 to see them)"; "" when none is.
 func besideNote(beside []*lock.Status) string {
 	var held, names []string
 	for _, st := range beside {
@@ -81,7 +89,7 @@ func besideNote(beside []*lock.Status) string {
 	if len(held) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (but per-device locks beside it are held: %s; add --gpus %s to see them)",
+	return fmt.Sprintf(" (its GPUs are held beside it: %s; add --gpus %s to see them)",
 		strings.Join(held, ", "), strings.Join(names, ","))
 }
 
@@ -89,7 +97,7 @@ func besideNote(beside []*lock.Status) string {
 // free lock.
 func describeWithBeside(r *lock.Report, beside []*lock.Status) string {
 	text := r.Describe()
-	if len(r.Locks) != 1 || r.Locks[0].State != lock.StateFree {
+	if st := r.Locks; len(st) != 1 || st[0].State != lock.StateFree && (st[0].Info == nil || !st[0].Info.Cover) {
 		return text
 	}
 	first, rest, more := strings.Cut(text, "\n")
