@@ -92,7 +92,11 @@ func testMain(m *testing.M) int {
 // reapOrphans collects exited orphans re-parented to this process (the
 // subreaper): processes of jobs whose gpuexec was SIGKILLed. It touches only
 // zombies running jobBin, never a process an exec.Cmd here waits for.
-func reapOrphans() {
+func reapOrphans() { reapZombies(jobName) }
+
+// reapZombies collects exited processes re-parented to this process whose
+// command name is comm.
+func reapZombies(comm string) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -104,7 +108,7 @@ func reapOrphans() {
 			continue
 		}
 		st, ok := testsupport.ProcStat(pid)
-		if ok && st.State == 'Z' && st.PPID == self && st.Comm == jobName {
+		if ok && st.State == 'Z' && st.PPID == self && st.Comm == comm {
 			var ws unix.WaitStatus
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
@@ -332,8 +336,9 @@ func leftovers(t testing.TB, lockPath string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.Name() != filepath.Base(lockPath)+".guard" {
-			out = append(out, e.Name())
+		// The guards are permanent: the lock's, and its devices'.
+		if n := e.Name(); n != filepath.Base(lockPath)+".guard" && !(strings.HasSuffix(n, ".guard") && deviceBase(lockPath, n) != "") {
+			out = append(out, n)
 		}
 	}
 	sort.Strings(out)

@@ -21,11 +21,17 @@ import (
 // TestMixedWithSeed: contenders that follow the seed article's Node code
 // (lock/testdata/seedlock.cjs, a faithful re-creation, run with node) take
 // turns on one lock with gpuexec contenders, some of which are interrupted
-// (SIGINT) while they wait. Sections of both kinds create a shared marker
-// with O_CREAT|O_EXCL on entry and remove it on exit after checking it still
-// names them (the Node tool's own overlap check); gpuexec's jobs also flock
-// the truth file. Zero overlaps: in particular gpuexec never deletes a live
-// Node holder's lock (the next gpuexec job would then enter beside it).
+// (SIGINT) while they wait. Half of the gpuexec contenders take the plain
+// lock, as the Node tool does; the others take devices of a two-GPU machine
+// beside it (--gpus, a device's lock by its path), which the Node tool knows
+// nothing of. Node and plain sections create a shared marker with
+// O_CREAT|O_EXCL on entry and remove it on exit after checking it still
+// names them (the Node tool's own overlap check); device sections watch
+// that the marker is not there while they run; gpuexec's jobs also flock a
+// truth file per card they use. Zero overlaps: in particular gpuexec never
+// deletes a live Node holder's lock (the next gpuexec job would then enter
+// beside it), and the Node tool sees the machine busy while a device job
+// runs.
 //
 // Nothing here is SIGKILLed: a killed holder leaves a stale lock, and
 // clearing one while Node processes also clear and create has a window that
@@ -98,9 +104,18 @@ func TestMixedWithSeed(t *testing.T) {
 					return
 				}
 				hold := time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Millisecond)))
-				g, err := startG(gx("--lock", lock, "--owner", "go", "--slug", fmt.Sprintf("g%d", id), "--wait", "4m", "--",
-					jobBin, "-id", strconv.Itoa(id), "-hold", hold.String(), "-truth", truth, "-overlap", overlap,
-					"-marker", marker, "-done", done, "-ignore-int"))
+				// Half of them take the plain lock, as the Node
+				// tool does, and create its marker; the others
+				// devices (see targets), and watch that the
+				// marker is not there while they run.
+				target, mark := 0, "-marker"
+				if rng.IntN(2) == 1 {
+					target, mark = 1+rng.IntN(len(targets)-1), "-marker-watch"
+				}
+				args := append(targets[target].args(lock), "--owner", "go", "--slug", fmt.Sprintf("g%d", id), "--wait", "4m", "--",
+					jobBin, "-id", strconv.Itoa(id), "-hold", hold.String(), "-truth", truth, "-cards", "2", "-overlap", overlap,
+					mark, marker, "-done", done, "-ignore-int")
+				g, err := startG(gx(args...))
 				if err != nil {
 					fail("section %d: %v", id, err)
 					return

@@ -45,9 +45,29 @@ type plan struct {
 	// For killJob: the job's -die.
 	die       string
 	hold      time.Duration
-	gc        int  // grandchildren the job starts
-	keepLive  bool // grandchildren keep the liveness file
-	heartbeat bool // --heartbeat 2ms: the guard taken all the time
+	gc        int           // grandchildren the job starts
+	gcLife    time.Duration // their longest life (0: the storm's 30 ms)
+	keepLive  bool          // grandchildren keep the liveness file
+	heartbeat bool          // --heartbeat 2ms: the guard taken all the time
+	// target is which lock of the folder the section takes (see
+	// targets): the plain lock, or devices of the two-GPU machine.
+	target int
+}
+
+// targets are the ways a section names its lock, all on one folder of a
+// machine with two GPUs (-cards 2): the plain lock (every GPU), one GPU,
+// both at once, the first free, and a device's lock by its path. Each
+// section's job flocks a truth file per card it uses.
+var targets = []struct {
+	name string
+	args func(lock string) []string
+}{
+	{"plain", func(lock string) []string { return []string{"--lock", lock} }},
+	{"gpus 0", func(lock string) []string { return []string{"--lock", lock, "--gpus", "0"} }},
+	{"gpus 1", func(lock string) []string { return []string{"--lock", lock, "--gpus", "1"} }},
+	{"gpus 0,1 need 2", func(lock string) []string { return []string{"--lock", lock, "--gpus", "0,1", "--need", "2"} }},
+	{"gpus all", func(lock string) []string { return []string{"--lock", lock, "--gpus", "all", "--gpu-count", "2"} }},
+	{"gpu1.lock", func(lock string) []string { return []string{"--lock", filepath.Join(filepath.Dir(lock), "gpu1.lock")} }},
 }
 
 func (p plan) String() string {
@@ -58,7 +78,7 @@ func (p plan) String() string {
 	case killJob:
 		s += " (" + p.die + ")"
 	}
-	s += fmt.Sprintf(", hold %s", p.hold)
+	s += fmt.Sprintf(", hold %s, %s", p.hold, targets[p.target].name)
 	if p.gc > 0 {
 		s += fmt.Sprintf(", %d grandchildren (keep liveness file: %v)", p.gc, p.keepLive)
 	}
@@ -83,10 +103,16 @@ func drawPlans(seed uint64, n int, killPct, intPct float64) []plan {
 			switch w := rng.IntN(10); {
 			case w < 2:
 				p.when, p.delay = "early", ms(0, 5)
-			case w < 5:
+			case w < 4:
 				p.when, p.delay = "wait", ms(0, 150)
-			default:
+			case w < 7:
 				p.when, p.delay = "hold", ms(0, int(p.hold/time.Millisecond)+3)
+			default:
+				// In the job's first 100 ms, with processes in its
+				// group that outlive gpuexec, some of which closed
+				// every file gpuexec passed on.
+				p.when, p.delay, p.hold = "hold", ms(0, 100), ms(100, 150)
+				p.gc, p.gcLife, p.keepLive = 1+rng.IntN(2), 200*time.Millisecond, rng.IntN(2) == 0
 			}
 		case r < killPct:
 			p.kind = killJob
@@ -106,11 +132,15 @@ func drawPlans(seed uint64, n int, killPct, intPct float64) []plan {
 				p.when, p.delay = "wait", ms(0, 3)
 			}
 		}
-		if rng.IntN(10) == 0 {
+		if p.gc == 0 && rng.IntN(10) == 0 {
 			p.gc = 1 + rng.IntN(2)
 			p.keepLive = rng.IntN(2) == 0
 		}
 		p.heartbeat = rng.IntN(10) == 0
+		// Half the sections take the plain lock, the others devices.
+		if rng.IntN(2) == 1 {
+			p.target = 1 + rng.IntN(len(targets)-1)
+		}
 		plans[i] = p
 	}
 	return plans
@@ -140,8 +170,8 @@ type storm struct {
 }
 
 func (s *storm) args(p plan) []string {
-	args := []string{"--lock", s.lock, "--owner", "storm", "--slug", fmt.Sprintf("s%d", p.id),
-		"--wait", "30m", "--kill-after", "5s"}
+	args := append(targets[p.target].args(s.lock), "--owner", "storm", "--slug", fmt.Sprintf("s%d", p.id),
+		"--wait", "30m", "--kill-after", "5s")
 	if s.poll > 0 {
 		args = append(args, "--poll", s.poll.String())
 	}
@@ -149,12 +179,16 @@ func (s *storm) args(p plan) []string {
 		args = append(args, "--heartbeat", "2ms")
 	}
 	args = append(args, "--", jobBin, "-id", strconv.Itoa(p.id), "-hold", p.hold.String(),
-		"-truth", s.truth, "-overlap", s.overlap, "-done", s.done)
+		"-truth", s.truth, "-cards", "2", "-overlap", s.overlap, "-done", s.done)
 	if p.die != "" {
 		args = append(args, "-die", p.die)
 	}
 	if p.gc > 0 {
-		args = append(args, "-gc", strconv.Itoa(p.gc), "-gc-life", "30ms", fmt.Sprintf("-gc-keep-live=%v", p.keepLive))
+		life := p.gcLife
+		if life == 0 {
+			life = 30 * time.Millisecond
+		}
+		args = append(args, "-gc", strconv.Itoa(p.gc), "-gc-life", life.String(), fmt.Sprintf("-gc-keep-live=%v", p.keepLive))
 	}
 	return args
 }
@@ -498,6 +532,9 @@ func profile(t *testing.T, starts []outcome) {
 // holds their kernel lock; a liveness file that is held is no debris.
 func isDebris(lock, name string) bool {
 	base := filepath.Base(lock)
+	if dev := deviceBase(lock, name); dev != "" {
+		base = dev // a device's lock's leftovers, beside it
+	}
 	path := filepath.Join(filepath.Dir(lock), name)
 	switch {
 	case strings.HasPrefix(name, base+".live-"):
@@ -511,4 +548,23 @@ func isDebris(lock, name string) bool {
 		return true
 	}
 	return false
+}
+
+// deviceBase is the base name of the device lock (gpu0.lock) that name,
+// beside lock, belongs to (the lock file or a file beside it); "" when none.
+func deviceBase(lock, name string) string {
+	ext := filepath.Ext(lock)
+	stem := strings.TrimSuffix(filepath.Base(lock), ext)
+	rest, ok := strings.CutPrefix(name, stem)
+	if !ok {
+		return ""
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || !strings.HasPrefix(rest[i:], ext) {
+		return ""
+	}
+	return stem + rest[:i] + ext
 }

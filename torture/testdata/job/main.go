@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,8 @@ var (
 	gcKeepLive = flag.Bool("gc-keep-live", false, "grandchildren keep gpuexec's liveness file (fd 3)")
 	ignoreInt  = flag.Bool("ignore-int", false, "ignore SIGINT and SIGTERM (finish the section anyway)")
 	grandchild = flag.Bool("grandchild", false, "internal: run as a grandchild")
+	watch      = flag.String("marker-watch", "", "check, on entry, through the hold and on exit, that this file (a marker of sections that use every card) does not exist")
+	cards      = flag.Int("cards", 0, "the machine has this many GPUs: flock -truth-N for each card the job uses (CUDA_VISIBLE_DEVICES, else every one) instead of -truth")
 )
 
 func main() {
@@ -80,9 +83,58 @@ func killSelf() {
 	select {}
 }
 
-// recordPID is the pid in the lock record, 0 if it cannot be read.
-func recordPID() int {
-	b, err := os.ReadFile(os.Getenv("GPUEXEC_LOCK_PATH"))
+// heldLocks are the lock files the job's gpuexec holds: GPUEXEC_LOCK_PATH,
+// or with devices (GPUEXEC_GPU), each device's beside it (gpu.lock:
+// gpu0.lock).
+func heldLocks() []string {
+	path := os.Getenv("GPUEXEC_LOCK_PATH")
+	devs := os.Getenv("GPUEXEC_GPU")
+	if devs == "" {
+		return []string{path}
+	}
+	ext := filepath.Ext(path)
+	var out []string
+	for _, d := range strings.Split(devs, ",") {
+		out = append(out, strings.TrimSuffix(path, ext)+d+ext)
+	}
+	return out
+}
+
+// recordsName reports the first lock file held whose record does not name
+// pid ("" when every one does), and the pid it names.
+func recordsName(pid int) (string, int) {
+	for _, p := range heldLocks() {
+		if got := recordPID(p); got != pid {
+			return p, got
+		}
+	}
+	return "", pid
+}
+
+// truthFiles are the truth files the job flocks: -truth, or with -cards one
+// per card it uses.
+func truthFiles() []string {
+	if *cards == 0 {
+		return []string{*truth}
+	}
+	var used []string
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		used = strings.Split(v, ",")
+	} else {
+		for i := range *cards {
+			used = append(used, strconv.Itoa(i))
+		}
+	}
+	out := make([]string, len(used))
+	for i, c := range used {
+		out[i] = *truth + "-" + c
+	}
+	return out
+}
+
+// recordPID is the pid in the lock record at path, 0 if it cannot be read.
+func recordPID(path string) int {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -116,23 +168,27 @@ func run() int {
 	if *die == "before-flock" {
 		killSelf()
 	}
-	f, err := os.OpenFile(*truth, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "torture-job:", err)
-		return 2
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			report("OVERLAP: the truth file is flocked by another section")
-			return 3
+	var held []*os.File
+	for _, path := range truthFiles() {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "torture-job:", err)
+			return 2
 		}
-		fmt.Fprintln(os.Stderr, "torture-job: flock:", err)
-		return 2
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				report("OVERLAP: the truth file %s is flocked by another section (CUDA_VISIBLE_DEVICES=%q)", path, os.Getenv("CUDA_VISIBLE_DEVICES"))
+				return 3
+			}
+			fmt.Fprintln(os.Stderr, "torture-job: flock:", err)
+			return 2
+		}
+		held = append(held, f)
 	}
-	// From here on, until this process and every process it passed f to
-	// are gone, no other section can take the flock.
-	if pid := recordPID(); pid != parent {
-		report("the lock record names pid %d, not this job's gpuexec (pid %d)", pid, parent)
+	// From here on, until this process and every process it passed the
+	// files to are gone, no other section can take the flocks.
+	if path, pid := recordsName(parent); path != "" {
+		report("the lock record %s names pid %d, not this job's gpuexec (pid %d)", path, pid, parent)
 		return 3
 	}
 	me := fmt.Sprintf("go %d %d", *id, os.Getpid())
@@ -155,7 +211,7 @@ func run() int {
 	}
 	began := time.Now()
 	for i := range *gc {
-		if err := startGrandchild(f, i); err != nil {
+		if err := startGrandchild(held, i); err != nil {
 			fmt.Fprintln(os.Stderr, "torture-job: grandchild:", err)
 			return 2
 		}
@@ -164,9 +220,22 @@ func run() int {
 		time.Sleep(dieAfter - time.Since(began))
 		killSelf()
 	}
-	time.Sleep(*hold - time.Since(began))
-	if pid := recordPID(); pid != parent {
-		report("at the end of the section the lock record names pid %d, not this job's gpuexec (pid %d)", pid, parent)
+	if *watch == "" {
+		time.Sleep(*hold - time.Since(began))
+	}
+	for *watch != "" {
+		if other, err := os.ReadFile(*watch); err == nil {
+			report("OVERLAP: %s exists while this section runs: inside is %q", *watch, other)
+			return 3
+		}
+		left := *hold - time.Since(began)
+		if left <= 0 {
+			break
+		}
+		time.Sleep(min(left, 500*time.Microsecond))
+	}
+	if path, pid := recordsName(parent); path != "" {
+		report("at the end of the section the lock record %s names pid %d, not this job's gpuexec (pid %d)", path, pid, parent)
 		return 3
 	}
 	if *marker != "" {
@@ -196,9 +265,10 @@ func run() int {
 }
 
 // startGrandchild starts this program as a grandchild that shares the
-// flocked truth file (as its fd 4) and, with -gc-keep-live, gpuexec's
-// liveness file (fd 3); without it, fd 3 is /dev/null.
-func startGrandchild(truthFile *os.File, n int) error {
+// flocked truth files (as its fds 4, 5, ...) and, with -gc-keep-live,
+// gpuexec's liveness file (fd 3); without it, fd 3 is /dev/null, and no
+// other file gpuexec passed on is open in it.
+func startGrandchild(truthFiles []*os.File, n int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -218,7 +288,7 @@ func startGrandchild(truthFile *os.File, n int) error {
 	cmd := exec.Command(self, "-grandchild", "-id", strconv.Itoa(*id), "-gc-life", life.String(), "-gc-release", *gcRelease,
 		fmt.Sprintf("-ignore-int=%v", *ignoreInt))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{fd3, truthFile}
+	cmd.ExtraFiles = append([]*os.File{fd3}, truthFiles...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
