@@ -196,9 +196,9 @@ func TestGPUFactsFailures(t *testing.T) {
 		{"no such GPU UUID", frame(rtx3080(0)), []string{"--gpus", "GPU-ffff"}, false, `--gpus "GPU-ffff" names no GPU nvidia-smi lists (it lists 0)`},
 		{"CUDA sees no GPU", frame(rtx3080(0)), []string{"--vram", "1G"}, false, `--vram cannot be checked: nvidia-smi lists no GPU "7" (it lists 0)`},
 		{"gpus all without nvidia-smi", frame(rtx3080(0)), []string{"--gpus", "all"}, true, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: no nvidia-smi found"},
-		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 10.0 GiB in all"},
-		{"vram over every device's size", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID1, 0)}), []string{"--vram", "12000M", "--gpus", "all"}, false, "--vram 11.7 GiB can never be free: GPU 0 has 10.0 GiB, GPU 1 has 10.0 GiB in all"},
-		{"vram over all but one of the devices --need takes", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX4090(1, gputest.UUID1, 0)}), []string{"--vram", "11G", "--gpus", "0,1", "--need", "2"}, false, "--vram 11.0 GiB can never be free on 2 GPUs at once (--need 2): GPU 0 has 10.0 GiB in all"},
+		{"vram over the card's size", frame(rtx3080(0)), []string{"--vram", "11G"}, false, "--vram 11.0 GiB can never be free: GPU 0 has 9.8 GiB (10.0 GiB less 240 MiB reserved by the driver)"},
+		{"vram over every device's size", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID1, 0)}), []string{"--vram", "12000M", "--gpus", "all"}, false, "--vram 11.7 GiB can never be free: GPU 0 has 9.8 GiB (10.0 GiB less 240 MiB reserved by the driver), GPU 1 has 9.8 GiB (10.0 GiB less 240 MiB reserved by the driver)"},
+		{"vram over all but one of the devices --need takes", frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX4090(1, gputest.UUID1, 0)}), []string{"--vram", "11G", "--gpus", "0,1", "--need", "2"}, false, "--vram 11.0 GiB can never be free on 2 GPUs at once (--need 2): GPU 0 has 9.8 GiB (10.0 GiB less 240 MiB reserved by the driver)"},
 		{"vram with etcd", frame(rtx3080(0)), []string{"--vram", "1G", "--lock", "etcd://127.0.0.1:1/gpu"}, false, "--vram is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"},
 		{"gpus all with a failing driver", gputest.DriverGone, []string{"--gpus", "all"}, false, "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs: nvidia-smi failed: NVIDIA-SMI has failed"},
 	} {
@@ -244,10 +244,10 @@ func TestStatusShowsTheCards(t *testing.T) {
 	r := gx(t, c.env(), "status", "--lock", lock)
 	wantCode(t, r, 0)
 	for _, want := range []string{
-		"GPU 0 NVIDIA GeForce RTX 4090: 17.6 GiB of 24.0 GiB used, 6.1 GiB free",
+		"GPU 0 NVIDIA GeForce RTX 4090: 17.6 GiB of 24.0 GiB used, 6.1 GiB free, 342 MiB reserved",
 		fmt.Sprintf("  pid %s python3 (11.7 GiB) under gpuexec %s/%s (pid %d)", jobPID, holderOwner, holderSlug, h.p.pid()),
 		"  pid 4711 python (5.5 GiB) not under gpuexec",
-		"GPU 1 NVIDIA GeForce RTX 4090: 0 MiB of 24.0 GiB used, 23.7 GiB free",
+		"GPU 1 NVIDIA GeForce RTX 4090: 0 MiB of 24.0 GiB used, 23.7 GiB free, 342 MiB reserved",
 	} {
 		if !strings.Contains(r.stdout, want+"\n") {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
@@ -280,7 +280,7 @@ func TestStatusShowsTheCards(t *testing.T) {
 	if len(got.GPUs) != 2 || got.GPUs[0].UUID != gputest.UUID0 || got.GPUs[1].Index != 1 || len(got.GPUs[0].Processes) != 2 || len(got.GPUs[1].Processes) != 0 {
 		t.Fatalf("gpus: %s", r.stdout)
 	}
-	if !strings.Contains(r.stdout, `"memory":{"totalMiB":24564,"usedMiB":18000,"freeMiB":6222}`) {
+	if !strings.Contains(r.stdout, `"memory":{"totalMiB":24564,"usedMiB":18000,"freeMiB":6222,"reservedMiB":342},"mig":false`) {
 		t.Errorf("memory: %s", r.stdout)
 	}
 	job, foreign := got.GPUs[0].Processes[0], got.GPUs[0].Processes[1]
@@ -436,7 +436,7 @@ func TestStatusCardsWithoutProcesses(t *testing.T) {
 	c := newCard(t, f)
 	r := gx(t, c.env(), "status", "--lock", lock)
 	wantCode(t, r, 0)
-	for _, want := range []string{"GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free\n", "GPU processes unknown: nvidia-smi failed: Unable to determine the device handle"} {
+	for _, want := range []string{"GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free, 240 MiB reserved\n", "GPU processes unknown: nvidia-smi failed: Unable to determine the device handle"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
 		}

@@ -102,7 +102,7 @@ func TestShareTwoOfThree(t *testing.T) {
 	b := startShared(t, c, lock, "--share", "--vram", "10G", "--slug", "b")
 	awaitStarted(t, b)
 	third := startShared(t, c, lock, "--share", "--vram", "10G", "--slug", "c")
-	want := "waiting for 10.0 GiB shared on GPU 0: budgets 20.0 GiB (2 sharer(s)) + 500 MiB in use by others + 10.0 GiB > 22.8 GiB (24.0 GiB less a 1.2 GiB reserve)"
+	want := "waiting for 10.0 GiB shared on GPU 0: budgets 20.0 GiB (2 sharer(s)) + 500 MiB in use by others + 10.0 GiB > 22.5 GiB (24.0 GiB less 342 MiB reserved by the driver and a 1.2 GiB reserve)"
 	testsupport.Await(t, long, "the third sharer's waiting line", func() bool { return strings.Contains(third.stderr(), want) })
 	if third.started() {
 		t.Fatal("a third 10G sharer started on a 24 GiB card")
@@ -114,7 +114,7 @@ func TestShareTwoOfThree(t *testing.T) {
 	if len(sharersOf(m)) != 2 || m["budgetUsedMiB"] != float64(20480) || m["share"] != true {
 		t.Fatalf("status --json: %v", m)
 	}
-	for _, w := range []string{"shared: 20.0 GiB of budgets by 2 job(s)", "/a (pid ", "/b (pid ", "budget 10.0 GiB", "GPU 0 shared: 20.0 GiB of budgets, 2.3 GiB left to share"} {
+	for _, w := range []string{"shared: 20.0 GiB of budgets by 2 job(s)", "/a (pid ", "/b (pid ", "budget 10.0 GiB", "GPU 0 shared: 20.0 GiB of budgets, 2.0 GiB left to share"} {
 		if !strings.Contains(human, w) {
 			t.Errorf("status lacks %q:\n%s", w, human)
 		}
@@ -235,7 +235,7 @@ func TestShareFlags(t *testing.T) {
 		{[]string{"--share"}, "--share needs --vram SIZE"},
 		{[]string{"--vram", "1G", "--vram-enforce"}, "--vram-enforce checks a sharer's budget: it needs --share"},
 		{[]string{"--vram", "1G", "--reserve", "1G"}, "--reserve is what sharers leave free: it needs --share"},
-		{[]string{"--share", "--vram", "24G"}, "GPU 0 has 22.8 GiB to share"},
+		{[]string{"--share", "--vram", "24G"}, "GPU 0 has 22.5 GiB to share (24.0 GiB less 342 MiB reserved by the driver and a 1.2 GiB reserve)"},
 	} {
 		r := gx(t, c.env(role("exit")), append(append([]string{"--lock", lock}, tc.args...), "--", helperBin, "0")...)
 		if r.code != 125 || !strings.Contains(r.stderr, tc.want) {

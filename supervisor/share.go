@@ -66,9 +66,10 @@ func overLimit(budget gpu.MiB) gpu.MiB {
 	return budget + max(MinOverMargin, budget*OverPercent/100)
 }
 
-// admitShared is lock.Options.AdmitShare: a device is admitted when the
-// budgets of the sharers on it, plus the memory in use on it by anything
-// but those sharers' processes, plus this job's budget fit in its total
+// admitShared is lock.Options.AdmitShare: a device is admitted when it is
+// a whole card (not in MIG mode), the budgets of the sharers on it, plus
+// the memory in use on it by anything but those sharers' processes, plus
+// this job's budget fit in its total less what the driver reserves and
 // less the reserve, and the smaller of two readings shows at least the
 // budget free.
 func (g *gate) admitShared(ctx context.Context, cands []lock.Candidate) ([]bool, string) {
@@ -108,17 +109,20 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	if !found {
 		return false, fmt.Sprintf("%s shared on GPU %s: nvidia-smi does not list it now", g.need, name)
 	}
+	if why := migWhy(d); why != "" {
+		return false, fmt.Sprintf("%s shared on GPU %d: %s", g.need, d.Index, why)
+	}
 	m := d.Memory
-	if !m.Total.Known() || !m.Used.Known() || !m.Free.Known() {
+	if !m.Total.Known() || !m.Used.Known() || !m.Free.Known() || !m.Reserved.Known() {
 		return false, fmt.Sprintf("%s shared on GPU %d: its memory is unknown", g.need, d.Index)
 	}
 	sh, known := shareOf(d, sharers, ps, g.reserve)
 	if !known {
 		return false, fmt.Sprintf("%s shared on GPU %d: a sharer's budget cannot be read", g.need, d.Index)
 	}
-	if limit := m.Total - sh.reserve; g.need > sh.room() {
-		return false, fmt.Sprintf("%s shared on GPU %d: budgets %s (%d sharer(s)) + %s in use by others + %s > %s (%s less a %s reserve)",
-			g.need, d.Index, sh.budgets, len(sharers), sh.other, g.need, limit, m.Total, sh.reserve)
+	if limit := m.Total - sh.reserved - sh.reserve; g.need > sh.room() {
+		return false, fmt.Sprintf("%s shared on GPU %d: budgets %s (%d sharer(s)) + %s in use by others + %s > %s (%s less %s reserved by the driver and a %s reserve)",
+			g.need, d.Index, sh.budgets, len(sharers), sh.other, g.need, limit, m.Total, sh.reserved, sh.reserve)
 	}
 	if m.Free < g.need {
 		return false, fmt.Sprintf("%s shared on GPU %d: %s free", g.need, d.Index, m.Free)
@@ -126,26 +130,29 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	return true, ""
 }
 
-// share is how a device's memory stands for sharing: its total less the
-// reserve, the sharers' budgets, and the memory in use by anything but the
-// sharers' own processes.
+// share is how a device's memory stands for sharing: its total less what
+// the driver reserves (no process ever has it) and the reserve, the
+// sharers' budgets, and the memory in use by anything but the sharers'
+// own processes.
 type share struct {
-	total, reserve, budgets, other gpu.MiB
+	total, reserved, reserve, budgets, other gpu.MiB
 }
 
 // room is what is left for another sharer's budget.
-func (s share) room() gpu.MiB { return s.total - s.reserve - s.budgets - s.other }
+func (s share) room() gpu.MiB { return s.total - s.reserved - s.reserve - s.budgets - s.other }
 
 // shareOf works out how d stands with sharers on it, whose processes are
 // among ps, and a reserve (0: the default); known is false when a
-// sharer's budget cannot be read. Call with d's total and used known.
+// sharer's budget cannot be read. Call with d's total, used and reserved
+// known.
 func shareOf(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.MiB) (share, bool) {
 	budgets, known := lock.Budget(sharers)
 	return share{
-		total:   d.Memory.Total,
-		reserve: reserveOf(reserve, d.Memory.Total),
-		budgets: gpu.MiB(budgets),
-		other:   max(d.Memory.Used-sharersUse(d, sharers, ps), 0),
+		total:    d.Memory.Total,
+		reserved: d.Memory.Reserved,
+		reserve:  reserveOf(reserve, d.Memory.Total),
+		budgets:  gpu.MiB(budgets),
+		other:    max(d.Memory.Used-sharersUse(d, sharers, ps), 0),
 	}, known
 }
 
@@ -241,11 +248,13 @@ type noter interface {
 }
 
 // ShareRoom is what is left to share on the card d, whose processes are
-// ps: its total less the reserve (Config.Reserve's, 0 for the default),
-// the sharers' budgets and the memory in use by anything but the sharers'
-// own processes; known is false when a figure is unknown. status shows it.
+// ps: its total less what the driver reserves, the reserve
+// (Config.Reserve's, 0 for the default), the sharers' budgets and the
+// memory in use by anything but the sharers' own processes; known is
+// false when a figure is unknown or d is in MIG mode (its figures are not
+// what a sharer can have). status shows it.
 func ShareRoom(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.MiB) (room gpu.MiB, known bool) {
-	if !d.Memory.Total.Known() || !d.Memory.Used.Known() {
+	if !d.Memory.Total.Known() || !d.Memory.Used.Known() || !d.Memory.Reserved.Known() || migWhy(d) != "" {
 		return gpu.Unknown, false
 	}
 	sh, ok := shareOf(d, sharers, ps, reserve)

@@ -81,10 +81,13 @@ func (cfg Config) checkGPU() error {
 
 // CheckGPUs asks Config.GPU once, when the job needs free memory
 // (Config.VRAM), whether every device the job may take is one the driver
-// lists and reports free memory for: an *lock.OptionError naming "vram"
-// when not (no working nvidia-smi, no such GPU, a device that does not
-// report its memory). Run does not call it: a program calls it after
-// Validate, to refuse at once what could never start.
+// lists and reports free memory for, and whether the size can ever be
+// free on it (on enough of them): an *lock.OptionError naming "vram" when
+// not (no working nvidia-smi, an ambiguous listing, no such GPU, a device
+// that does not report its free memory or its MIG mode, one in MIG mode,
+// one whose total less what the driver reserves, and for a sharer less
+// the reserve, is smaller than the size). Run does not call it: a program
+// calls it after Validate, to refuse at once what could never start.
 func (cfg Config) CheckGPUs(ctx context.Context) error {
 	if cfg.VRAM <= 0 || cfg.GPU == nil {
 		return nil
@@ -101,7 +104,7 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 		return &lock.OptionError{Option: "vram", Problem: "cannot be checked: " + EnvCUDA + " is empty, so the job sees no GPU"}
 	}
 	fits := 0
-	var small []string
+	var small, mig []string
 	for _, name := range names {
 		d, ok := gpu.Find(devs, name)
 		if !ok {
@@ -110,29 +113,68 @@ func (cfg Config) CheckGPUs(ctx context.Context) error {
 		if !d.Memory.Free.Known() {
 			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: GPU %d (%s) does not report its free memory", d.Index, d.Name)}
 		}
-		if room := d.Memory.Total; cfg.Share && room.Known() {
-			room -= reserveOf(cfg.Reserve, room)
-			if room < cfg.VRAM {
-				small = append(small, fmt.Sprintf("GPU %d has %s to share (%s less the reserve)", d.Index, room, d.Memory.Total))
-				continue
-			}
+		switch d.MIG {
+		case gpu.MIGUnknown:
+			return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("cannot be checked: GPU %d (%s) does not say whether it is in MIG mode", d.Index, d.Name)}
+		case gpu.MIGOn:
+			mig = append(mig, strconv.Itoa(d.Index))
+			continue
 		}
-		if d.Memory.Total.Known() && d.Memory.Total < cfg.VRAM {
-			small = append(small, fmt.Sprintf("GPU %d has %s", d.Index, d.Memory.Total))
-		} else {
-			fits++
+		if never := cfg.neverFree(d.Memory); never != "" {
+			small = append(small, fmt.Sprintf("GPU %d has %s", d.Index, never))
+			continue
 		}
+		fits++
 	}
 	// A job waits for one device of a device set, but for every device
 	// it sees without one.
-	if fits == 0 || (len(cfg.Lock.Devices) == 0 && len(small) > 0) {
-		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s in all", cfg.VRAM, strings.Join(small, ", "))}
+	single := len(cfg.Lock.Devices) == 0
+	if len(mig) > 0 && (fits == 0 || single) {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf(
+			"cannot be checked on GPU %s: in MIG mode nvidia-smi gives the whole card's memory, not that of the MIG instance a job runs in; "+
+				"run the job without --vram and --share (the lock alone keeps jobs apart), or turn MIG off (nvidia-smi -i %s -mig 0)",
+			strings.Join(mig, ", "), strings.Join(mig, ","))}
+	}
+	if fits == 0 || (single && len(small) > 0) {
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free: %s", cfg.VRAM, strings.Join(small, ", "))}
 	}
 	// ... and for Need of them at once.
-	if need := max(cfg.Lock.Need, 1); len(cfg.Lock.Devices) > 0 && fits < need {
-		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free on %d GPUs at once (--need %d): %s in all", cfg.VRAM, need, need, strings.Join(small, ", "))}
+	if need := max(cfg.Lock.Need, 1); fits < need {
+		for _, n := range mig {
+			small = append(small, "GPU "+n+" is in MIG mode")
+		}
+		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("%s can never be free on %d GPUs at once (--need %d): %s", cfg.VRAM, need, need, strings.Join(small, ", "))}
 	}
 	return nil
+}
+
+// neverFree says how much a device of memory m can ever give the job,
+// when that is less than it needs ("9.8 GiB (10.0 GiB less 240 MiB
+// reserved by the driver)"; for a sharer also less the reserve); "" when
+// it can give enough or its total is unknown.
+func (cfg Config) neverFree(m gpu.Memory) string {
+	room := m.Usable()
+	if !room.Known() {
+		return ""
+	}
+	var less []string
+	if m.Reserved.Known() && m.Reserved > 0 {
+		less = append(less, m.Reserved.String()+" reserved by the driver")
+	}
+	what := ""
+	if cfg.Share {
+		reserve := reserveOf(cfg.Reserve, m.Total)
+		room -= reserve
+		less = append(less, "a "+reserve.String()+" reserve")
+		what = " to share"
+	}
+	if room >= cfg.VRAM {
+		return ""
+	}
+	if len(less) == 0 {
+		return fmt.Sprintf("%s in all", m.Total)
+	}
+	return fmt.Sprintf("%s%s (%s less %s)", max(room, 0), what, m.Total, strings.Join(less, " and "))
 }
 
 // vramDevices are the devices the job may take: with Lock.Devices, those;
@@ -232,7 +274,7 @@ func (g *gate) admit(ctx context.Context, names []string) ([]bool, string) {
 		ok[i] = len(targets) > 0
 		for _, target := range targets {
 			d, found := gpu.Find(devs, target)
-			if found && d.Memory.Free.Known() && d.Memory.Free >= g.need {
+			if found && migWhy(d) == "" && d.Memory.Free.Known() && d.Memory.Free >= g.need {
 				continue
 			}
 			ok[i] = false
@@ -286,10 +328,25 @@ func (g *gate) sample(ctx context.Context) ([]gpu.Device, error) {
 		for _, p := range prev {
 			if p.UUID == out[i].UUID {
 				out[i].Memory.Free = smaller(out[i].Memory.Free, p.Memory.Free)
+				if out[i].MIG == gpu.MIGOff {
+					out[i].MIG = p.MIG // either reading in MIG mode (or unknown): so is the device
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// migWhy is why the memory figures of d do not say what a job on it can
+// have ("it is in MIG mode ..."), "" when they do (a whole card).
+func migWhy(d gpu.Device) string {
+	switch d.MIG {
+	case gpu.MIGOff:
+		return ""
+	case gpu.MIGOn:
+		return "it is in MIG mode, where nvidia-smi gives the whole card's memory, not its instances'"
+	}
+	return "whether it is in MIG mode is unknown"
 }
 
 // smaller is the smaller figure; Unknown when either is.
@@ -306,6 +363,9 @@ func smaller(a, b gpu.MiB) gpu.MiB {
 func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found bool) string {
 	if !found {
 		return fmt.Sprintf("%s on GPU %s: nvidia-smi does not list it now", g.need, name)
+	}
+	if why := migWhy(d); why != "" {
+		return fmt.Sprintf("%s on GPU %d: %s", g.need, d.Index, why)
 	}
 	s := fmt.Sprintf("%s on GPU %d: %s free", g.need, d.Index, d.Memory.Free)
 	if !d.Memory.Free.Known() {

@@ -133,3 +133,117 @@ func TestPeakSums(t *testing.T) {
 		t.Error("nil peak")
 	}
 }
+
+// card is a device as a recent driver lists it: total = used + free +
+// reserved, used in use, a whole card.
+func card(index int, total, reserved, used gpu.MiB) gpu.Device {
+	return gpu.Device{Index: index, UUID: "GPU-" + string(rune('a'+index)), Name: "card",
+		Memory: gpu.Memory{Total: total, Used: used, Free: total - reserved - used, Reserved: reserved}}
+}
+
+func inMIG(d gpu.Device, m gpu.MIGMode) gpu.Device { d.MIG = m; return d }
+
+// CheckGPUs refuses, before the queue, a size the card can never free
+// (its total less what the driver reserves; for a sharer less the reserve
+// too) and a card in MIG mode, whose figures are not an instance's.
+func TestCheckGPUsReservedAndMIG(t *testing.T) {
+	rtx2080 := card(0, 8192, 614, 0) // 8 GiB, as the RTX 2080 Super
+	h100 := card(1, 81559, 542, 0)
+	for _, c := range []struct {
+		name    string
+		devs    []gpu.Device
+		vram    gpu.MiB
+		share   bool
+		devices []string
+		need    int
+		err     string // "" = accepted
+	}{
+		{"within what the card can free", []gpu.Device{rtx2080}, 7578, false, nil, 0, ""},
+		{"the card's total, less reserved", []gpu.Device{rtx2080}, 8192, false, nil, 0, "8.0 GiB can never be free: GPU 0 has 7.4 GiB (8.0 GiB less 614 MiB reserved by the driver)"},
+		{"reserved unknown: the total", []gpu.Device{func() gpu.Device { d := rtx2080; d.Memory.Reserved = gpu.Unknown; return d }()}, 8192, false, nil, 0, ""},
+		{"over the total, nothing reserved", []gpu.Device{card(0, 8192, 0, 0)}, 8193, false, nil, 0, "8.0 GiB can never be free: GPU 0 has 8.0 GiB in all"},
+		{"a sharer: less reserved and the reserve", []gpu.Device{rtx2080}, 7100, true, nil, 0, "6.9 GiB can never be free: GPU 0 has 6.9 GiB to share (8.0 GiB less 614 MiB reserved by the driver and a 512 MiB reserve)"},
+		{"a sharer within", []gpu.Device{rtx2080}, 7066, true, nil, 0, ""},
+		{"MIG", []gpu.Device{inMIG(h100, gpu.MIGOn)}, 30381, false, nil, 0, "cannot be checked on GPU 1: in MIG mode nvidia-smi gives the whole card's memory, not that of the MIG instance a job runs in; run the job without --vram and --share (the lock alone keeps jobs apart), or turn MIG off (nvidia-smi -i 1 -mig 0)"},
+		{"MIG, a sharer", []gpu.Device{inMIG(h100, gpu.MIGOn)}, 1024, true, nil, 0, "cannot be checked on GPU 1: in MIG mode"},
+		{"MIG unknown", []gpu.Device{inMIG(h100, gpu.MIGUnknown)}, 1024, false, nil, 0, "cannot be checked: GPU 1 (card) does not say whether it is in MIG mode"},
+		{"one card in MIG among those it sees", []gpu.Device{rtx2080, inMIG(h100, gpu.MIGOn)}, 1024, false, nil, 0, "cannot be checked on GPU 1: in MIG mode"},
+		{"a device set: another card fits", []gpu.Device{rtx2080, inMIG(h100, gpu.MIGOn)}, 1024, false, []string{"0", "1"}, 0, ""},
+		{"a device set all in MIG", []gpu.Device{inMIG(card(0, 81559, 542, 0), gpu.MIGOn), inMIG(h100, gpu.MIGOn)}, 1024, false, []string{"0", "1"}, 0, "cannot be checked on GPU 0, 1: in MIG mode nvidia-smi gives the whole card's memory, not that of the MIG instance a job runs in; run the job without --vram and --share (the lock alone keeps jobs apart), or turn MIG off (nvidia-smi -i 0,1 -mig 0)"},
+		{"a device set, --need 2, one in MIG", []gpu.Device{rtx2080, inMIG(h100, gpu.MIGOn)}, 1024, false, []string{"0", "1"}, 2, "1.0 GiB can never be free on 2 GPUs at once (--need 2): GPU 1 is in MIG mode"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{GPU: &readings{devs: [][]gpu.Device{c.devs}}, VRAM: c.vram, Share: c.share, Env: []string{"A=1"},
+				Lock: lock.Options{Path: filepath.Join(t.TempDir(), "gpu.lock"), Devices: c.devices, Need: c.need}}
+			err := cfg.CheckGPUs(context.Background())
+			var oe *lock.OptionError
+			switch {
+			case c.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.err != "" && (!errors.As(err, &oe) || oe.Option != "vram" || !strings.HasPrefix(oe.Problem, c.err)):
+				t.Fatalf("error %v\nwant --vram %q", err, c.err)
+			}
+		})
+	}
+}
+
+// The gate never admits a card in MIG mode, nor one whose MIG mode is
+// unknown, in either of the two readings (a card switched to MIG while
+// the job waits).
+func TestGateNeverAdmitsMIG(t *testing.T) {
+	whole := card(0, 81559, 542, 0)
+	for _, c := range []struct {
+		name     string
+		readings [][]gpu.Device
+		why      string
+	}{
+		{"in MIG mode", [][]gpu.Device{{inMIG(whole, gpu.MIGOn)}}, "4.0 GiB on GPU 0: it is in MIG mode, where nvidia-smi gives the whole card's memory, not its instances'"},
+		{"switched to MIG between the readings", [][]gpu.Device{{whole}, {inMIG(whole, gpu.MIGOn)}}, "4.0 GiB on GPU 0: it is in MIG mode"},
+		{"in MIG mode in the first reading", [][]gpu.Device{{inMIG(whole, gpu.MIGOn)}, {whole}}, "4.0 GiB on GPU 0: it is in MIG mode"},
+		{"MIG mode unknown", [][]gpu.Device{{inMIG(whole, gpu.MIGUnknown)}}, "4.0 GiB on GPU 0: whether it is in MIG mode is unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lockPath := filepath.Join(t.TempDir(), "gpu.lock")
+			g := &gate{src: &readings{devs: c.readings}, need: 4096, lock: lock.Options{Path: lockPath}}
+			ok, why := g.admit(context.Background(), []string{""})
+			if ok[0] || !strings.HasPrefix(why, c.why) {
+				t.Errorf("admit = %v, %q; want refused, %q", ok, why, c.why)
+			}
+			g = &gate{src: &readings{devs: c.readings}, need: 4096, lock: lock.Options{Path: lockPath}}
+			ok, why = g.admitShared(context.Background(), []lock.Candidate{{}})
+			if want := strings.Replace(c.why, " on GPU", " shared on GPU", 1); ok[0] || !strings.HasPrefix(why, want) {
+				t.Errorf("admitShared = %v, %q; want refused, %q", ok, why, want)
+			}
+		})
+	}
+}
+
+// The share gate counts what the driver reserves: sharers can never have
+// it. On the 8 GiB card (614 MiB reserved, 512 MiB reserve) a
+// budget of 6.5 GiB leaves 412 MiB beside it, not 1 GiB.
+func TestShareCountsReserved(t *testing.T) {
+	d := card(0, 8192, 614, 100)
+	sharers := []lock.Sharer{{PID: 1 << 30, MiB: 4096}}
+	room, known := ShareRoom(d, sharers, nil, 0)
+	if want := gpu.MiB(8192 - 614 - 512 - 4096 - 100); !known || room != want {
+		t.Errorf("ShareRoom = %d, %v; want %d", room, known, want)
+	}
+	g := &gate{src: &readings{devs: [][]gpu.Device{{d}}}, need: 2900, lock: lock.Options{Path: filepath.Join(t.TempDir(), "gpu.lock")}}
+	ok, why := g.admitShared(context.Background(), []lock.Candidate{{Sharers: sharers}})
+	want := "2.8 GiB shared on GPU 0: budgets 4.0 GiB (1 sharer(s)) + 100 MiB in use by others + 2.8 GiB > 6.9 GiB (8.0 GiB less 614 MiB reserved by the driver and a 512 MiB reserve)"
+	if ok[0] || why != want {
+		t.Errorf("admitShared = %v, %q\nwant %q", ok, why, want)
+	}
+	g.need = 2870
+	if ok, why := g.admitShared(context.Background(), []lock.Candidate{{Sharers: sharers}}); !ok[0] {
+		t.Errorf("a budget that fits: %q", why)
+	}
+	// What the driver reserves unknown: nothing is known to fit.
+	d.Memory.Reserved = gpu.Unknown
+	if _, known := ShareRoom(d, sharers, nil, 0); known {
+		t.Error("ShareRoom known with reserved unknown")
+	}
+	if _, known := ShareRoom(inMIG(card(0, 8192, 614, 100), gpu.MIGOn), sharers, nil, 0); known {
+		t.Error("ShareRoom known in MIG mode")
+	}
+}

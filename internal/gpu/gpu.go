@@ -24,7 +24,8 @@ import (
 // within the Source's own bound whatever the driver does.
 type Source interface {
 	// Devices lists the devices in the driver's order (nvidia-smi's
-	// index: PCI bus order).
+	// index: PCI bus order), no two with one index or one UUID: a
+	// listing that has two is an error, never one of them.
 	Devices(ctx context.Context) ([]Device, error)
 	// Processes lists the processes that hold video memory (compute
 	// contexts), on every device.
@@ -66,6 +67,51 @@ type Memory struct {
 	Total MiB `json:"totalMiB"`
 	Used  MiB `json:"usedMiB"`
 	Free  MiB `json:"freeMiB"`
+	// Reserved is what the driver and firmware keep on the card, which
+	// no process can ever have: Total = Used + Free + Reserved. A Source
+	// gives the driver's figure, or, where the driver gives none, Total
+	// less Used and Free when all three are known (0 on drivers whose
+	// Used includes what they keep); Unknown otherwise.
+	Reserved MiB `json:"reservedMiB"`
+}
+
+// Usable is the most that can ever be free on the card: Total less
+// Reserved, or Total when Reserved is unknown; Unknown when Total is.
+func (m Memory) Usable() MiB {
+	if !m.Total.Known() || !m.Reserved.Known() {
+		return m.Total
+	}
+	return m.Total - m.Reserved
+}
+
+// MIGMode is whether a device is split into MIG instances (Multi-Instance
+// GPU, on A100, H100 and later data-centre cards).
+type MIGMode int8
+
+const (
+	// MIGOff is a whole card: MIG disabled, a card without MIG, or a
+	// driver older than MIG (R450), which knows no MIG mode.
+	MIGOff MIGMode = iota
+	// MIGOn is a card in MIG mode: a CUDA process runs in one instance,
+	// and the device's Memory is the whole card's, not what an instance
+	// has.
+	MIGOn
+	// MIGUnknown is a driver that knows MIG but did not say whether the
+	// card is in MIG mode ([Unknown Error], [Insufficient Permissions],
+	// or a word it did not use before).
+	MIGUnknown
+)
+
+// MarshalJSON is true in MIG mode, false on a whole card, null when
+// unknown.
+func (m MIGMode) MarshalJSON() ([]byte, error) {
+	switch m {
+	case MIGOff:
+		return []byte("false"), nil
+	case MIGOn:
+		return []byte("true"), nil
+	}
+	return []byte("null"), nil
 }
 
 // Device is one GPU as the driver lists it.
@@ -79,6 +125,9 @@ type Device struct {
 	UUID   string `json:"uuid"`
 	Name   string `json:"name"`
 	Memory Memory `json:"memory"`
+	// MIG is whether it is in MIG mode, where Memory does not say what
+	// a job on it can have.
+	MIG MIGMode `json:"mig"`
 }
 
 // Process is a process holding video memory on a device.
@@ -321,12 +370,23 @@ func Cards(devs []Device, ps []Attributed) []Card {
 }
 
 // Describe is the card's lines for status: "GPU 0 NVIDIA GeForce RTX 3080:
-// 9.6 GiB of 10.0 GiB used, 364 MiB free", then one line per process.
+// 9.6 GiB of 10.0 GiB used, 124 MiB free, 240 MiB reserved" (reserved
+// where known; "; in MIG mode, ..." for a card in MIG mode), then one
+// line per process.
 func (c Card) Describe() string {
 	m := c.Memory
 	s := fmt.Sprintf("GPU %d %s: %s of %s used, %s free", c.Index, c.Name, m.Used, m.Total, m.Free)
+	if m.Reserved.Known() {
+		s += fmt.Sprintf(", %s reserved", m.Reserved)
+	}
 	if !m.Used.Known() && !m.Total.Known() && !m.Free.Known() {
 		s = fmt.Sprintf("GPU %d %s: memory not reported", c.Index, c.Name)
+	}
+	switch c.MIG {
+	case MIGOn:
+		s += "; in MIG mode: these figures are the whole card's, not its instances'"
+	case MIGUnknown:
+		s += "; MIG mode unknown"
 	}
 	for _, p := range c.Processes {
 		s += "\n  " + p.Describe()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,8 +114,8 @@ func TestDevicesAndProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Device{
-		{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000}},
-		{Index: 1, UUID: gputest.UUID1, Name: "NVIDIA GeForce RTX 3080, rev?[31m", Memory: Memory{Total: 10240, Used: 100, Free: 9900}},
+		{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000, Reserved: 240}},
+		{Index: 1, UUID: gputest.UUID1, Name: "NVIDIA GeForce RTX 3080, rev?[31m", Memory: Memory{Total: 10240, Used: 100, Free: 9900, Reserved: 240}},
 	}
 	if len(devs) != 2 || devs[0] != want[0] || devs[1] != want[1] {
 		t.Fatalf("devices %+v\nwant %+v", devs, want)
@@ -255,15 +256,135 @@ func TestAttribute(t *testing.T) {
 }
 
 func TestCards(t *testing.T) {
-	devs := []Device{{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000}}}
+	devs := []Device{{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000, Reserved: 240}}}
 	cards := Cards(devs, []Attributed{{Process: Process{Device: gputest.UUID0, PID: 7, Name: "python", Used: 8800}}, {Process: Process{Device: "GPU-other", PID: 8}}})
-	want := "GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free\n  pid 7 python (8.6 GiB) not under gpuexec"
+	want := "GPU 0 NVIDIA GeForce RTX 3080: 8.8 GiB of 10.0 GiB used, 1000 MiB free, 240 MiB reserved\n  pid 7 python (8.6 GiB) not under gpuexec"
 	if got := cards[0].Describe(); got != want {
 		t.Errorf("%q\nwant %q", got, want)
 	}
 	b, _ := json.Marshal(cards)
-	if !strings.Contains(string(b), `"memory":{"totalMiB":10240,"usedMiB":9000,"freeMiB":1000},"processes":[{"pid":7`) {
+	if !strings.Contains(string(b), `"memory":{"totalMiB":10240,"usedMiB":9000,"freeMiB":1000,"reservedMiB":240},"mig":false,"processes":[{"pid":7`) {
 		t.Errorf("JSON %s", b)
+	}
+	// Reserved unknown: not shown, null; MIG mode said, true or null.
+	h100 := Card{Device: Device{Index: 1, Name: "NVIDIA H100 80GB HBM3", Memory: Memory{Total: 81559, Used: 30000, Free: 51017, Reserved: Unknown}, MIG: MIGOn}}
+	if got, want := h100.Describe(), "GPU 1 NVIDIA H100 80GB HBM3: 29.3 GiB of 79.6 GiB used, 49.8 GiB free; in MIG mode: these figures are the whole card's, not its instances'"; got != want {
+		t.Errorf("%q\nwant %q", got, want)
+	}
+	if b, _ := json.Marshal(h100.Device); !strings.Contains(string(b), `"reservedMiB":null},"mig":true`) {
+		t.Errorf("JSON %s", b)
+	}
+	h100.MIG = MIGUnknown
+	if got := h100.Describe(); !strings.HasSuffix(got, "49.8 GiB free; MIG mode unknown") {
+		t.Errorf("%q", got)
+	}
+	if b, _ := json.Marshal(h100.Device); !strings.Contains(string(b), `"mig":null`) {
+		t.Errorf("JSON %s", b)
+	}
+}
+
+// What the card can ever have free: total less what the driver reserves.
+func TestUsable(t *testing.T) {
+	for _, c := range []struct {
+		m    Memory
+		want MiB
+	}{
+		{Memory{Total: 8192, Reserved: 614}, 7578},
+		{Memory{Total: 8192, Reserved: Unknown}, 8192},
+		{Memory{Total: Unknown, Reserved: 614}, Unknown},
+		{Memory{Total: 8192}, 8192},
+	} {
+		if got := c.m.Usable(); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.m, got, c.want)
+		}
+	}
+}
+
+// memory.reserved and mig.mode.current as drivers give them, and as
+// drivers too old to know them fail: asked again without the field, and
+// from then on never with it.
+func TestReservedAndMIG(t *testing.T) {
+	naReserved := gputest.RTX3080(0, gputest.UUID0, 1000)
+	naReserved.Reserved = "[N/A]"
+	naAll := naReserved
+	naAll.Free = "[N/A]"
+	errMIG := gputest.H100(0, gputest.UUID0, 0, "[Unknown Error]")
+	permMIG := gputest.H100(0, gputest.UUID0, 0, "[Insufficient Permissions]")
+	for _, c := range []struct {
+		name     string
+		g        gputest.GPU
+		reserved MiB
+		mig      MIGMode
+		dropped  []string // fields the SMI no longer asks for
+	}{
+		{"a recent GeForce", gputest.RTX3080(0, gputest.UUID0, 1000), 240, MIGOff, nil},
+		{"an H100 in MIG mode", gputest.H100(0, gputest.UUID0, 30000, "Enabled"), 542, MIGOn, nil},
+		{"an H100 without", gputest.H100(0, gputest.UUID0, 30000, "Disabled"), 542, MIGOff, nil},
+		{"MIG unknown", errMIG, 542, MIGUnknown, nil},
+		{"MIG not permitted", permMIG, 542, MIGUnknown, nil},
+		{"reserved not reported: the rest of total", naReserved, 240, MIGOff, nil},
+		{"reserved and free not reported", naAll, Unknown, MIGOff, nil},
+		{"a driver older than memory.reserved", gputest.OldDriver(gputest.RTX3080(0, gputest.UUID0, 1000), false), 0, MIGOff, []string{fieldReserved}},
+		{"an older H100 in MIG mode", gputest.OldDriver(gputest.H100(0, gputest.UUID0, 30000, "Enabled"), false), 0, MIGOn, []string{fieldReserved}},
+		{"a driver older than MIG", gputest.OldDriver(gputest.RTX3080(0, gputest.UUID0, 1000), true), 0, MIGOff, []string{fieldReserved, fieldMIG}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{c.g}}}})
+			for range 2 {
+				devs, err := s.Devices(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := devs[0]; d.Memory.Reserved != c.reserved || d.MIG != c.mig {
+					t.Fatalf("reserved %d, MIG %d; want %d, %d", d.Memory.Reserved, d.MIG, c.reserved, c.mig)
+				}
+				for _, f := range c.dropped {
+					if slices.Contains(s.fields(), f) {
+						t.Errorf("still asks for %s", f)
+					}
+				}
+				if len(s.fields()) != len(gpuFields)-len(c.dropped) {
+					t.Errorf("asks for %v", s.fields())
+				}
+			}
+		})
+	}
+}
+
+// A driver that refuses a field it must know, or one that refuses a field
+// however it is asked (a wrapper that always says so), fails: no loop.
+func TestRefusedFields(t *testing.T) {
+	for _, c := range []struct{ name, field string }{{"a field it must know", "memory.free"}, {"an optional field, again and again", fieldReserved}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Exit: 2, Stdout: `Field "` + c.field + `" is not a valid field to query.` + "\n\n"})
+			_, err := s.Devices(context.Background())
+			if !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("error %v", err)
+			}
+		})
+	}
+}
+
+// A listing with two rows for one index, or one UUID twice, is ambiguous:
+// an error, never the first of them.
+func TestAmbiguousListing(t *testing.T) {
+	full := gputest.RTX3080(0, gputest.UUID1, 10000-1)
+	full.Free = "1"
+	for _, c := range []struct {
+		name string
+		gpus []gputest.GPU
+		text string
+	}{
+		{"two GPU 0", []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), full}, "its listing is ambiguous: two rows for GPU 0"},
+		{"one UUID twice", []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0), gputest.RTX3080(1, gputest.UUID0, 0)}, "its listing is ambiguous: GPU 0 and GPU 1 are both " + gputest.UUID0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{GPUs: c.gpus}}})
+			devs, err := s.Devices(context.Background())
+			if !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), c.text) || devs != nil {
+				t.Fatalf("devices %+v, error %v; want ErrDriver with %q", devs, err, c.text)
+			}
+		})
 	}
 }
 

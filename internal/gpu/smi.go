@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +24,11 @@ import (
 //
 // (or --query-compute-apps), which prints one line per device or process,
 // the fields in the order asked with ", " between them, memory in MiB.
+//
+// Fields that older drivers do not know (memory.reserved before R510,
+// mig.mode.current before R450) are asked for until the driver answers
+// that it does not know one; that SMI then asks without it (see
+// Memory.Reserved and MIGOff for what is known then).
 type SMI struct {
 	// Path is the nvidia-smi executable.
 	Path string
@@ -28,6 +36,10 @@ type SMI struct {
 	// longer is abandoned (ErrHung), even one the kernel cannot kill (a
 	// wedged driver).
 	Timeout time.Duration
+
+	// unknown has bit i set once the driver said it does not know
+	// optional[i].
+	unknown atomic.Uint32
 }
 
 // DefaultTimeout bounds one nvidia-smi run: a healthy one answers in well
@@ -67,34 +79,121 @@ func Locate(path string) (*SMI, error) {
 // The fields asked, the free-text one last, so that a comma inside it
 // cannot shift the others.
 var (
-	gpuFields = []string{"index", "uuid", "memory.total", "memory.used", "memory.free", "name"}
+	gpuFields = []string{"index", "uuid", "memory.total", "memory.used", "memory.free", fieldReserved, fieldMIG, "name"}
 	appFields = []string{"gpu_uuid", "pid", "used_memory", "process_name"}
 )
 
-// Devices runs nvidia-smi --query-gpu.
+// Fields of gpuFields that a driver may not know.
+const (
+	fieldReserved = "memory.reserved"
+	fieldMIG      = "mig.mode.current"
+)
+
+var optional = []string{fieldReserved, fieldMIG}
+
+// fields are the gpuFields this driver is asked for: all but the optional
+// ones it said it does not know.
+func (s *SMI) fields() []string {
+	unknown := s.unknown.Load()
+	fs := make([]string, 0, len(gpuFields))
+	for _, f := range gpuFields {
+		if i := slices.Index(optional, f); i >= 0 && unknown&(1<<i) != 0 {
+			continue
+		}
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// Devices runs nvidia-smi --query-gpu. A driver that does not know an
+// optional field is asked again without it (at most once per field).
 func (s *SMI) Devices(ctx context.Context) ([]Device, error) {
-	rows, err := s.query(ctx, "gpu", gpuFields)
+	fields := s.fields()
+	rows, err := s.query(ctx, "gpu", fields)
+	for range optional {
+		var nf *notAField
+		if !errors.As(err, &nf) {
+			break
+		}
+		i := slices.Index(optional, nf.name)
+		if i < 0 || !slices.Contains(fields, nf.name) {
+			break // a field it must know, or one no longer asked
+		}
+		s.unknown.Or(1 << i)
+		fields = s.fields()
+		rows, err = s.query(ctx, "gpu", fields)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 {
 		return nil, ErrNoDevices
 	}
+	col := make(map[string]int, len(fields))
+	for i, f := range fields {
+		col[f] = i
+	}
 	devs := make([]Device, 0, len(rows))
 	for _, r := range rows {
-		idx, err := strconv.Atoi(r[0])
-		if err != nil || idx < 0 {
-			return nil, fmt.Errorf("%w: index %q", ErrOutput, printable(r[0]))
+		d, err := device(r, col)
+		if err != nil {
+			return nil, err
 		}
-		d := Device{Index: idx, UUID: printable(r[1]), Name: printable(r[5])}
-		for i, m := range []*MiB{&d.Memory.Total, &d.Memory.Used, &d.Memory.Free} {
-			if *m, err = parseMiB(r[2+i]); err != nil {
-				return nil, err
+		for _, o := range devs {
+			switch {
+			case o.Index == d.Index:
+				return nil, fmt.Errorf("%w: its listing is ambiguous: two rows for GPU %d", ErrDriver, d.Index)
+			case o.UUID == d.UUID:
+				return nil, fmt.Errorf("%w: its listing is ambiguous: GPU %d and GPU %d are both %s", ErrDriver, o.Index, d.Index, d.UUID)
 			}
 		}
 		devs = append(devs, d)
 	}
 	return devs, nil
+}
+
+// device reads one row of --query-gpu, whose fields are at col.
+func device(r []string, col map[string]int) (Device, error) {
+	idx, err := strconv.Atoi(r[col["index"]])
+	if err != nil || idx < 0 {
+		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(r[col["index"]]))
+	}
+	d := Device{Index: idx, UUID: printable(r[col["uuid"]]), Name: printable(r[col["name"]]), MIG: MIGOff}
+	m := &d.Memory
+	m.Reserved = Unknown
+	for _, f := range []struct {
+		name string
+		v    *MiB
+	}{{"memory.total", &m.Total}, {"memory.used", &m.Used}, {"memory.free", &m.Free}, {fieldReserved, &m.Reserved}} {
+		i, asked := col[f.name]
+		if !asked {
+			continue
+		}
+		if *f.v, err = parseMiB(r[i]); err != nil {
+			return Device{}, err
+		}
+	}
+	if !m.Reserved.Known() && m.Total.Known() && m.Used.Known() && m.Free.Known() {
+		// What is neither used nor free: about 0 from a driver older
+		// than the field, whose used includes what it keeps (the
+		// three figures are rounded apart, so it may come to -1).
+		m.Reserved = max(m.Total-m.Used-m.Free, 0)
+	}
+	if i, asked := col[fieldMIG]; asked {
+		d.MIG = parseMIG(r[i])
+	}
+	return d, nil
+}
+
+// parseMIG reads mig.mode.current.
+func parseMIG(f string) MIGMode {
+	switch f {
+	case "Enabled":
+		return MIGOn
+	case "Disabled", "[N/A]", "N/A", "[Not Supported]", "Not Supported":
+		return MIGOff // N/A, Not Supported: a card without MIG
+	}
+	return MIGUnknown
 }
 
 // Processes runs nvidia-smi --query-compute-apps.
@@ -182,6 +281,9 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 		if msg == "" {
 			msg = err.Error()
 		}
+		if m := notAFieldRE.FindStringSubmatch(msg); m != nil && slices.Contains(fields, m[1]) {
+			return nil, &notAField{name: m[1], msg: msg}
+		}
 		return nil, fmt.Errorf("%w: %s", ErrDriver, msg)
 	}
 	var rows [][]string
@@ -208,6 +310,16 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 	}
 	return rows, nil
 }
+
+// notAFieldRE is how nvidia-smi refuses a field it does not know.
+var notAFieldRE = regexp.MustCompile(`^Field "([a-z_.]+)" is not a valid field to query\.`)
+
+// notAField is a query that failed because the driver does not know one
+// of the fields asked: an ErrDriver.
+type notAField struct{ name, msg string }
+
+func (e *notAField) Error() string { return ErrDriver.Error() + ": " + e.msg }
+func (e *notAField) Unwrap() error { return ErrDriver }
 
 // timeoutHit reports whether ctx ended at its own deadline (not its
 // parent's cancellation).

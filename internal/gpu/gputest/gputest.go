@@ -25,9 +25,17 @@ const Env = "GPUEXEC_TEST_FAKE_SMI"
 
 // GPU is one device's fields, as nvidia-smi prints them with nounits
 // ("10240", "[N/A]", "[Not Supported]").
+//
+// Reserved (memory.reserved, drivers from R510 on) and MIG
+// (mig.mode.current: "Enabled", "Disabled", "[N/A]" on a card without
+// MIG; drivers from R450 on) are fields a driver may not know: left ""
+// on any device of a frame, a query that asks for it fails as such a
+// driver fails ("Field \"memory.reserved\" is not a valid field to
+// query.", exit 2) and takes no frame.
 type GPU struct {
 	Index, UUID, Name, BusID string
 	Total, Used, Free        string
+	Reserved, MIG            string
 }
 
 // App is one compute process. PIDFile, when set, is a file holding the pid
@@ -168,6 +176,15 @@ func answer(path string, args []string) (string, int) {
 	names := strings.Split(fields, ",")
 	if kind == "gpu" {
 		frame = f.Frames[min(calls, len(f.Frames)-1)]
+		// A field the driver does not know fails the query before it
+		// reads any device.
+		for _, n := range names {
+			for _, g := range frame.GPUs {
+				if n == "memory.reserved" && g.Reserved == "" || n == "mig.mode.current" && g.MIG == "" {
+					return fmt.Sprintf("Field \"%s\" is not a valid field to query.\n\n", n), 2
+				}
+			}
+		}
 		os.WriteFile(path+".calls", []byte(strconv.Itoa(calls+1)), 0o644)
 		if frame.Hang {
 			os.WriteFile(path+".hung", nil, 0o644)
@@ -180,6 +197,7 @@ func answer(path string, args []string) (string, int) {
 			row, bad := pick(names, map[string]string{
 				"index": g.Index, "uuid": g.UUID, "name": g.Name, "pci.bus_id": g.BusID,
 				"memory.total": g.Total, "memory.used": g.Used, "memory.free": g.Free,
+				"memory.reserved": g.Reserved, "mig.mode.current": g.MIG,
 				"count": strconv.Itoa(len(frame.GPUs)),
 			})
 			if bad != "" {
@@ -242,19 +260,43 @@ const (
 	UUID1 = "GPU-9e1f2a3b-4c5d-6e7f-8091-a2b3c4d5e6f7"
 )
 
-// RTX3080 is a GeForce RTX 3080 (10 GB) as the Linux driver lists it, with
-// used MiB in use: nvidia-smi reports 10240 MiB total, and free is what is
-// left after used and the driver's reserve (about 240 MiB on recent
-// drivers).
+// RTX3080 is a GeForce RTX 3080 (10 GB) as a recent Linux driver (R510
+// on) lists it, with used MiB in use: nvidia-smi reports 10240 MiB total,
+// 240 MiB reserved by the driver and firmware, and free is what is left
+// after used and reserved; MIG is [N/A] (a card without MIG).
 func RTX3080(index int, uuid string, used int) GPU {
 	return GPU{Index: strconv.Itoa(index), UUID: uuid, Name: "NVIDIA GeForce RTX 3080", BusID: fmt.Sprintf("00000000:%02X:00.0", index+1),
-		Total: "10240", Used: strconv.Itoa(used), Free: strconv.Itoa(10240 - 240 - used)}
+		Total: "10240", Used: strconv.Itoa(used), Free: strconv.Itoa(10240 - 240 - used), Reserved: "240", MIG: "[N/A]"}
 }
 
-// RTX4090 is a GeForce RTX 4090 (24 GB): 24564 MiB total.
+// RTX4090 is a GeForce RTX 4090 (24 GB): 24564 MiB total, 342 reserved.
 func RTX4090(index int, uuid string, used int) GPU {
 	return GPU{Index: strconv.Itoa(index), UUID: uuid, Name: "NVIDIA GeForce RTX 4090", BusID: fmt.Sprintf("00000000:%02X:00.0", index+1),
-		Total: "24564", Used: strconv.Itoa(used), Free: strconv.Itoa(24564 - 342 - used)}
+		Total: "24564", Used: strconv.Itoa(used), Free: strconv.Itoa(24564 - 342 - used), Reserved: "342", MIG: "[N/A]"}
+}
+
+// H100 is an H100 80GB HBM3 (81559 MiB total, 542 reserved) with MIG
+// "Enabled" or "Disabled". In MIG mode the memory figures are the whole
+// card's, summed over its instances, as the driver gives them.
+func H100(index int, uuid string, used int, mig string) GPU {
+	return GPU{Index: strconv.Itoa(index), UUID: uuid, Name: "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("00000000:%02X:00.0", index+0x18),
+		Total: "81559", Used: strconv.Itoa(used), Free: strconv.Itoa(81559 - 542 - used), Reserved: "542", MIG: mig}
+}
+
+// OldDriver is g as a driver older than R510 lists it: it knows no
+// memory.reserved, and its used memory includes what the driver keeps;
+// with beforeMIG also older than R450, which knows no mig.mode.current.
+func OldDriver(g GPU, beforeMIG bool) GPU {
+	total, err1 := strconv.Atoi(g.Total)
+	free, err2 := strconv.Atoi(g.Free)
+	if err1 == nil && err2 == nil {
+		g.Used = strconv.Itoa(total - free)
+	}
+	g.Reserved = ""
+	if beforeMIG {
+		g.MIG = ""
+	}
+	return g
 }
 
 // Failure shapes of real drivers.
