@@ -473,6 +473,18 @@ func holderGone(st *Status) bool {
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
 	}
+	if len(st.keptBy) > 0 {
+		// Only the processes of a gone holder's job keep it: a signal
+		// test of each group (zombies still answer it: a try at the
+		// poll tells them apart) instead of a try, which reads all of
+		// /proc, every probe.
+		for _, g := range st.keptBy {
+			if proc.GroupSignalable(g) {
+				return false
+			}
+		}
+		return true
+	}
 	if held, known, _ := probeLive(st.Path, st.Info.Token); known {
 		return !held
 	}

@@ -178,10 +178,18 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	}
 	if g.id > 0 && (g.since > 0 || !noHeartbeat) && p.groupAlive(g) {
 		setHeld("%s, but its job (process group %d) is still running", gone, g.id)
+		s.keptBy = []int{g.id}
 		return
 	}
 	if info.Share && len(s.Sharers) > 0 {
 		setHeld("%s, but %s", gone, sharersLeft(s.Sharers))
+		for _, sh := range s.Sharers {
+			if !sh.Gone {
+				s.keptBy = nil // a sharer that lives: its locks say when it ends
+				break
+			}
+			s.keptBy = append(s.keptBy, sh.ChildPGID)
+		}
 		return
 	}
 	setStale("%s", gone)

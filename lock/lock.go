@@ -437,6 +437,10 @@ type Status struct {
 	// job's process group it noted.
 	orphan      string
 	orphanGroup int
+	// keptBy are the process groups whose processes alone keep a lock
+	// held whose holder is gone (see judge): what a waiter looks at
+	// between tries.
+	keptBy []int
 }
 
 // Waiter is one ticket in the queue, for status displays.

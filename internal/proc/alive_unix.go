@@ -18,6 +18,11 @@ func Alive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
+// GroupSignalable reports, at the cost of one system call, whether process
+// group pgid still has a member that kill can reach, zombies included (see
+// GroupAlive for one that is not a zombie).
+func GroupSignalable(pgid int) bool { return groupSignalable(pgid) }
+
 // groupSignalable reports whether process group pgid still has a member
 // that kill can reach (zombies included).
 func groupSignalable(pgid int) bool {

@@ -52,5 +52,8 @@ func Alive(pid int) bool {
 // is killed with gpuexec, so no part of it outlives the holder.
 func GroupAlive(int) bool { return false }
 
+// GroupSignalable is GroupAlive: always false on Windows.
+func GroupSignalable(int) bool { return false }
+
 // GroupAliveSince is GroupAlive: always false on Windows.
 func GroupAliveSince(int, int64) bool { return false }
