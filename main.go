@@ -272,15 +272,17 @@ func intervals(c *cli.Context, names ...string) error {
 	return nil
 }
 
-// lockPath is --lock made absolute, refusing an empty one; an etcd:// URL
-// is kept as it is (its backend checks it).
+// lockPath is --lock made absolute, once the lock library has checked it
+// as written (lock.CheckPath: empty, or shaped like a URL other than
+// etcd://, which made absolute would look like a path); an etcd:// URL is
+// kept as it is (its backend checks it).
 func lockPath(c *cli.Context) (string, error) {
 	p := c.String("lock")
-	if p == "" {
-		return "", failed("--lock must not be empty")
-	}
 	if etcdurl.Is(p) {
 		return p, nil
+	}
+	if err := lock.CheckPath(p); err != nil {
+		return "", optionFailed(err)
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {

@@ -1,0 +1,69 @@
+package main
+
+// Strict words: a --lock shaped like a URL that is not etcd:// is refused
+// before anything is made.
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// wantRefused fails unless r is gpuexec's own failure: status 125, one
+// line on stderr that has want, nothing on stdout.
+func wantRefused(t *testing.T, r result, want string) {
+	t.Helper()
+	wantCode(t, r, 125)
+	if l := lines(r.stderr); len(l) != 1 || !strings.HasSuffix(r.stderr, "\n") {
+		t.Errorf("stderr is %d lines, want exactly one:\n%s", len(l), r.stderr)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+}
+
+// A --lock shaped like a URL or HOST:PORT that is not etcd:// (a mistyped
+// etcd URL) is refused by run, status and clear, from the flag or the
+// variable, with one line naming etcd://, and nothing is made in the
+// working folder: taken as a path it would be a lock of this machine
+// alone, and jobs on other machines would no longer be excluded.
+func TestURLShapedLockIsRefused(t *testing.T) {
+	t.Parallel()
+	urls := []string{
+		"http://127.0.0.1:2379/gpuexec/x", "https://etcd.example:2379/gpuexec/x", "etcd3://h:2379/k",
+		"etcd:/h:2379/k", "etcd:h:2379/k", "127.0.0.1:2379/gpuexec/x", "host:2379/gpuexec/x",
+	}
+	commands := map[string][]string{
+		"run":    {"--wait", "0", "--", helperBin, "0"},
+		"status": {"status"},
+		"clear":  {"clear", "--force"},
+	}
+	for _, url := range urls {
+		for name, args := range commands {
+			for _, byVariable := range []bool{false, true} {
+				t.Run(name+" "+url+map[bool]string{true: " from GPUEXEC_LOCK"}[byVariable], func(t *testing.T) {
+					t.Parallel()
+					work := t.TempDir()
+					env := []string{role("exit"), "TMPDIR=" + t.TempDir()}
+					a := slices.Clone(args)
+					if byVariable {
+						env = append(env, "GPUEXEC_LOCK="+url)
+					} else {
+						a = append([]string{"--lock", url}, a...)
+					}
+					cmd := gpuexecCmd(env, a...)
+					cmd.Dir = work
+					r := startProc(t, cmd).wait(t)
+					wantRefused(t, r, "is shaped like a URL or HOST:PORT, not a lock file's path: an etcd lock is etcd://HOST:PORT/KEY")
+					if ents, _ := os.ReadDir(work); len(ents) > 0 {
+						t.Errorf("made in the working folder: %v", ents)
+					}
+				})
+			}
+		}
+	}
+}
