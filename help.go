@@ -18,6 +18,17 @@ func init() {
 	plain := cli.FlagStringer
 	cli.FlagStringer = func(f cli.Flag) string { return flagHelp(f, plain(f)) }
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, c.App.Name+" "+c.App.Version) }
+	// gpuexec answers --help itself, once it has checked the words that
+	// come with it (words.go): urfave/cli's flag would print and ignore
+	// them.
+	cli.HelpFlag = nil
+}
+
+// appHelpTemplate is gpuexec --help: urfave/cli's, with the version,
+// which it shows only while it answers --version itself (HideVersion, see
+// words.go), and helpTail.
+func appHelpTemplate() string {
+	return strings.Replace(cli.AppHelpTemplate, "{{if .Version}}{{if not .HideVersion}}", "{{if .Version}}{{if true}}", 1) + helpTail
 }
 
 // placeholders name what the flags whose usage names nothing take.

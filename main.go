@@ -187,14 +187,18 @@ func runFlags() []cli.Flag {
 }
 
 func newApp(child []string, stdout, stderr io.Writer) *cli.App {
+	// A job's command: what follows "--", else the words after the flags
+	// (see words.go).
 	runAction := func(c *cli.Context) error {
-		argv := child
-		if argv == nil {
-			argv = c.Args().Slice()
+		if child == nil {
+			return runJob(c, c.Args().Slice(), stderr)
 		}
-		return runJob(c, argv, stderr)
+		if err := strayWords(c); err != nil {
+			return err
+		}
+		return runJob(c, child, stderr)
 	}
-	return withCompletion(&cli.App{
+	return withWords(withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
 		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
@@ -205,7 +209,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 		Action:    runAction,
 		// Help: placeholders, durations, signals, exit statuses and
 		// examples (help.go); completion: the completion subcommand.
-		CustomAppHelpTemplate: cli.AppHelpTemplate + helpTail,
+		CustomAppHelpTemplate: appHelpTemplate(),
 		EnableBashCompletion:  true,
 		// Errors are printed once, by run.
 		ExitErrHandler:  func(*cli.Context, error) {},
@@ -249,11 +253,11 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 			},
 			completionCommand(stdout),
 		},
-	})
+	}), child, "run")
 }
 
-// noArgs refuses stray arguments of status and clear, and a "--" given to
-// them.
+// noArgs refuses stray arguments of status and clear (a "--" given to
+// them is checkWords').
 func noArgs(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().First()), supervisor.ExitFailed)
@@ -278,15 +282,17 @@ func intervals(c *cli.Context, names ...string) error {
 	return nil
 }
 
-// lockPath is --lock made absolute, refusing an empty one; an etcd:// URL
-// is kept as it is (its backend checks it).
+// lockPath is --lock made absolute, once the lock library has checked it
+// as written (lock.CheckPath: empty, or shaped like a URL other than
+// etcd://, which made absolute would look like a path); an etcd:// URL is
+// kept as it is (its backend checks it).
 func lockPath(c *cli.Context) (string, error) {
 	p := c.String("lock")
-	if p == "" {
-		return "", failed("--lock must not be empty")
-	}
 	if etcdurl.Is(p) {
 		return p, nil
+	}
+	if err := lock.CheckPath(p); err != nil {
+		return "", optionFailed(err)
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {

@@ -21,20 +21,26 @@ func didYouMean(commands []*cli.Command) func(string) string {
 		if _, err := os.Lstat(name); err == nil {
 			return ""
 		}
-		best, bestD := "", -1
-		for _, c := range commands {
-			for _, sub := range c.Names() {
-				d := editDistance(strings.ToLower(name), sub)
-				if d <= closeEnough(sub) && (bestD < 0 || d < bestD) {
-					best, bestD = sub, d
-				}
+		if sub := closeSubcommand(commands, name); sub != "" {
+			return fmt.Sprintf("did you mean %q?", "gpuexec "+sub)
+		}
+		return ""
+	}
+}
+
+// closeSubcommand is the subcommand of commands whose name name is a typo
+// of (see closeEnough); "" when none is close.
+func closeSubcommand(commands []*cli.Command, name string) string {
+	best, bestD := "", -1
+	for _, c := range commands {
+		for _, sub := range c.Names() {
+			d := editDistance(strings.ToLower(name), sub)
+			if d <= closeEnough(sub) && (bestD < 0 || d < bestD) {
+				best, bestD = sub, d
 			}
 		}
-		if best == "" {
-			return ""
-		}
-		return fmt.Sprintf("did you mean %q?", "gpuexec "+best)
 	}
+	return best
 }
 
 // closeEnough is the most edits a typo of the subcommand sub may be: 2,

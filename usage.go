@@ -29,10 +29,7 @@ type usagePatterns struct{ badFlagValue, badEnvValue, needsValue, unknownFlag *r
 // Errors it does not know keep their text.
 func usageMessage(c *cli.Context, err error) string {
 	msg := err.Error()
-	help := "gpuexec --help"
-	if c != nil && c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
-		help = "gpuexec " + c.Command.Name + " --help"
-	}
+	help := helpLine(c)
 	re := usageREs()
 	if m := re.badFlagValue.FindStringSubmatch(msg); m != nil {
 		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1])
@@ -50,6 +47,15 @@ func usageMessage(c *cli.Context, err error) string {
 		return "unknown flag --" + m[1] + " (see " + help + ")"
 	}
 	return msg + " (see " + help + ")"
+}
+
+// helpLine is the command line that shows the help of c's command:
+// gpuexec --help, or gpuexec status --help for a subcommand.
+func helpLine(c *cli.Context) string {
+	if c != nil && c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		return "gpuexec " + c.Command.Name + " --help"
+	}
+	return "gpuexec --help"
 }
 
 // badValue says why value, as the error quoted it, does not fit the flag f

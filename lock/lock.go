@@ -755,6 +755,15 @@ func (files) TryAcquire(o Options) (Locker, error) {
 func (files) Inspect(o Options) (*Report, error)           { return Inspect(o) }
 func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, force) }
 
+// CheckPath reports what is wrong with path as a lock file's path, as
+// every function of this package checks Options.Path, touching nothing:
+// an *OptionError for "path" when it is empty, an etcd:// URL (the etcd
+// backend's), or shaped like another URL or HOST:PORT (http://h:2379/k,
+// etcd:/h/k, h:2379/k: a mistyped etcd URL; a local name with a colon is
+// written ./h:2379/...). A caller that makes a path absolute checks it
+// first: /cwd/http:/h:2379/k no longer looks like a URL.
+func CheckPath(path string) error { return checkPath(path) }
+
 // ParseDevices turns a device list as users write it — "0,1,3", a GPU
 // UUID, or "all" for count devices 0..count-1 — into Options.Devices,
 // checked as Validate checks them (an *OptionError for "devices").

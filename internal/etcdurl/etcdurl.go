@@ -28,6 +28,55 @@ func Is(path string) bool {
 	return len(path) >= len(Scheme) && strings.EqualFold(path[:len(Scheme)], Scheme)
 }
 
+// LooksLikeURL reports whether path, which Is does not take for an etcd
+// lock, is shaped like a URL or a network address (HOST:PORT) rather than
+// a file's path: a mistyped etcd URL, which taken as a path would be a lock
+// file of this machine alone where a lock shared by several was meant. It
+// is when its first name holds a colon: the text before the first / or \,
+// or, after a leading // or \\, the host of a network path. A Windows
+// drive (one letter and a colon: C:\gpu.lock, C:/gpu.lock, C:gpu.lock) is
+// not, unless what follows the colon is a port (h:2379/k). So
+// http://h:2379/k, etcd3://h:2379/k, etcd:/h:2379/k, etcd:h:2379/k,
+// h.example:2379/k, 127.0.0.1:2379/k, [::1]:2379/k and //h:2379/k are;
+// /srv/a:b/gpu.lock, ./h:2379/gpu.lock, \\server\share\gpu.lock and
+// \\?\C:\gpu\gpu.lock are not: a local name with a colon is written
+// with ./ before it.
+func LooksLikeURL(path string) bool {
+	if Is(path) {
+		return false
+	}
+	isSep := func(c byte) bool { return c == '/' || c == '\\' }
+	rest := path
+	if len(rest) >= 2 && isSep(rest[0]) && isSep(rest[1]) {
+		rest = strings.TrimLeft(rest, `/\`)
+	}
+	first := rest
+	if i := strings.IndexAny(rest, `/\`); i >= 0 {
+		first = rest[:i]
+	}
+	colon := strings.IndexByte(first, ':')
+	if colon < 0 {
+		return false
+	}
+	c := first[0]
+	drive := colon == 1 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+	return !drive || isPort(first[2:])
+}
+
+// isPort reports whether s is a port number as written after HOST: (1 to 5
+// digits; Parse checks its range).
+func isPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // Defaults of an etcd lock's parameters.
 const (
 	// DefaultTTL is the lease TTL of an etcd lock: a holder that dies

@@ -36,3 +36,70 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// A lock path shaped like a URL or HOST:PORT that is not etcd:// is a
+// mistyped etcd URL; file paths, Windows ones included, are not.
+func TestLooksLikeURL(t *testing.T) {
+	cases := []struct {
+		path string
+		want bool
+	}{
+		// URLs of another scheme, and etcd:// misspelt.
+		{"http://127.0.0.1:2379/gpuexec/x", true},
+		{"https://etcd.example:2379/gpuexec/x", true},
+		{"HTTP://h:2379/k", true},
+		{"etcd3://h:2379/k", true},
+		{"etcd:/h:2379/k", true},
+		{"etcd:h:2379/k", true},
+		{"etcd:h", true},
+		{"etcd//h:2379/k", false}, // no colon: a relative path
+		{" etcd://h:2379/k", true},
+		{"file:///tmp/gpu.lock", true},
+		{"unix:/run/gpu.sock", true},
+		{"gpu:0.lock", true},
+		// HOST:PORT without a scheme.
+		{"127.0.0.1:2379/gpuexec/x", true},
+		{"127.0.0.1:2379", true},
+		{"host:2379/gpuexec/x", true},
+		{"h.example.com:2379/k", true},
+		{"[::1]:2379/k", true},
+		{"h:2379/k", true}, // one letter, then a port: not a drive
+		{`h:2379\k`, true},
+		{"//h:2379/k", true},
+		{`\\h:2379\k`, true},
+		{"///h:2379/k", true},
+		{":2379/k", true},
+		// etcd:// itself is Is's, not this.
+		{"etcd://h:2379/k", false},
+		{"ETCD://h:2379/k", false},
+		{"etcd:///k", false}, // Parse refuses it
+		// File paths.
+		{"", false},
+		{"gpu.lock", false},
+		{"locks/gpu.lock", false},
+		{"/tmp/gpuexec/gpu.lock", false},
+		{"/srv/a:b/gpu.lock", false},
+		{"/host:2379/gpu.lock", false}, // absolute: a folder of /
+		{"./host:2379/gpuexec/x", false},
+		{"../a:b/gpu.lock", false},
+		{"locks/host:2379/gpu.lock", false},
+		{`.\host:2379\gpu.lock`, false},
+		// Windows paths.
+		{`C:\gpu\gpu.lock`, false},
+		{"C:/gpu/gpu.lock", false},
+		{"c:gpu.lock", false},
+		{"C:", false},
+		{`C:\`, false},
+		{`\\server\share\gpu.lock`, false},
+		{"//server/share/gpu.lock", false},
+		{`\\?\C:\gpu\gpu.lock`, false},
+		{`\\.\C:\gpu\gpu.lock`, false},
+		{`\\?\UNC\server\share\gpu.lock`, false},
+		{`C:\a:b\gpu.lock`, false},
+	}
+	for _, tc := range cases {
+		if got := LooksLikeURL(tc.path); got != tc.want {
+			t.Errorf("LooksLikeURL(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
