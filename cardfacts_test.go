@@ -22,9 +22,9 @@ func rtx2080Super(used int) gputest.GPU {
 		Total: "8192", Used: strconv.Itoa(used), Free: strconv.Itoa(8192 - 614 - used), Reserved: "614", MIG: "[N/A]"}
 }
 
-// wantRefused is a gpuexec refused at once: 125, one line with want on
+// wantRefusedAtOnce is a gpuexec refused at once: 125, one line with want on
 // stderr, the job not run and the lock's folder not made (never queued).
-func wantRefused(t *testing.T, r result, dir, want string) {
+func wantRefusedAtOnce(t *testing.T, r result, dir, want string) {
 	t.Helper()
 	wantCode(t, r, 125)
 	if l := lines(r.stderr); len(l) != 1 || !strings.Contains(l[0], want) {
@@ -36,8 +36,8 @@ func wantRefused(t *testing.T, r result, dir, want string) {
 }
 
 // Memory the driver reserves is never free: --vram of the card's total is
-// refused at once, not queued for --wait (issue 23, item 7); a sharer's
-// room is the total less reserved and less the reserve; status shows it.
+// refused at once, not queued for --wait; a sharer's room
+// is the total less reserved and less the reserve; status shows it.
 func TestReservedMemoryIsNeverFree(t *testing.T) {
 	c := newCard(t, frame([]gputest.GPU{rtx2080Super(0)}))
 	for _, tc := range []struct {
@@ -51,7 +51,7 @@ func TestReservedMemoryIsNeverFree(t *testing.T) {
 			t.Parallel()
 			dir, lock := lockIn(t)
 			r := gx(t, c.env(role("exit")), append(append([]string{"--lock", lock, "--wait", "2s"}, tc.args...), "--", helperBin, "0")...)
-			wantRefused(t, r, dir, tc.want)
+			wantRefusedAtOnce(t, r, dir, tc.want)
 		})
 	}
 	t.Run("status", func(t *testing.T) {
@@ -131,8 +131,8 @@ func h100MIG() []gputest.GPU {
 }
 
 // A card in MIG mode is never read as one whole card: --vram and --share
-// on it are refused at once, saying what to do (issue 23, item 8); status
-// says it is in MIG mode.
+// on it are refused at once, saying what to do; status says
+// that it is in MIG mode.
 func TestMIGIsRefused(t *testing.T) {
 	c := newCard(t, frame(h100MIG()))
 	const want = "--vram cannot be checked on GPU 0: in MIG mode nvidia-smi gives the whole card's memory, not that of the MIG instance a job runs in; run the job without --vram and --share (the lock alone keeps jobs apart), or turn MIG off (nvidia-smi -i 0 -mig 0)"
@@ -141,7 +141,7 @@ func TestMIGIsRefused(t *testing.T) {
 			t.Parallel()
 			dir, lock := lockIn(t)
 			r := gx(t, c.env(role("exit")), append(append([]string{"--lock", lock, "--wait", "2s"}, args...), "--", helperBin, "0")...)
-			wantRefused(t, r, dir, want)
+			wantRefusedAtOnce(t, r, dir, want)
 		})
 	}
 	t.Run("a MIG mode not reported", func(t *testing.T) {
@@ -149,7 +149,7 @@ func TestMIGIsRefused(t *testing.T) {
 		dir, lock := lockIn(t)
 		c := newCard(t, frame([]gputest.GPU{gputest.H100(0, gputest.UUID0, 0, "[Unknown Error]")}))
 		r := gx(t, c.env(role("exit")), "--lock", lock, "--vram", "1G", "--", helperBin, "0")
-		wantRefused(t, r, dir, "--vram cannot be checked: GPU 0 (NVIDIA H100 80GB HBM3) does not say whether it is in MIG mode")
+		wantRefusedAtOnce(t, r, dir, "--vram cannot be checked: GPU 0 (NVIDIA H100 80GB HBM3) does not say whether it is in MIG mode")
 	})
 	t.Run("status", func(t *testing.T) {
 		t.Parallel()
@@ -186,8 +186,7 @@ func TestMIGWhileWaiting(t *testing.T) {
 
 // A listing with two rows for one index (the second full), or one UUID
 // twice, is a failing driver, never the first row: refused at once, and
-// while waiting a failed reading that keeps the job waiting (issue 23,
-// item 9).
+// while waiting a failed reading that keeps the job waiting.
 func TestAmbiguousListingNeverStarts(t *testing.T) {
 	second := gputest.RTX3080(0, gputest.UUID1, 9990)
 	second.Free = "10"
@@ -210,7 +209,7 @@ func TestAmbiguousListingNeverStarts(t *testing.T) {
 			dir, lock := lockIn(t)
 			c := newCard(t, frame(tc.gpus))
 			r := gx(t, c.env(role("exit")), append(append([]string{"--lock", lock, "--wait", "2s"}, tc.args...), "--", helperBin, "0")...)
-			wantRefused(t, r, dir, tc.want)
+			wantRefusedAtOnce(t, r, dir, tc.want)
 		})
 	}
 	t.Run("while waiting", func(t *testing.T) {

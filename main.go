@@ -108,7 +108,7 @@ func staleFlag() cli.Flag {
 
 func gpusFlag() cli.Flag {
 	return &cli.StringFlag{Name: "gpus", EnvVars: env("GPUS"),
-		Usage: "several GPUs, one lock each beside --lock (gpu0.lock, ...): `LIST` of device names (0,1,2,3) or all; the job takes the first free"}
+		Usage: "several GPUs, one lock each beside --lock (gpu0.lock, ...): `LIST` of indexes (0,1,3; a UUID is mapped to its index with nvidia-smi) or all; the job takes the first free. A job without --gpus waits for every one of them"}
 }
 
 func gpuCountFlag() cli.Flag {

@@ -630,9 +630,10 @@ func TestSweepLeftovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A liveness file whose lock is held beside another lock (the holder
-	// of a device beside this lock, say) stays too.
-	held, err := takeLive(filepath.Join(filepath.Dir(o.Path), "gpu0.lock"), "fedcba9876543210")
+	// A liveness file whose lock is held beside another lock stays too.
+	// (One beside a device's lock of this one keeps this one held: see
+	// TestDeviceJobWithoutItsRecordKeepsThePlainLock.)
+	held, err := takeLive(filepath.Join(filepath.Dir(o.Path), "other.lock"), "fedcba9876543210")
 	if err != nil {
 		t.Fatal(err)
 	}
