@@ -212,10 +212,12 @@ func coverBlocks(st *Status) bool {
 }
 
 // joinableCover reports whether st is a cover that a device holder may
-// join: held, by the kernel's word (its liveness lock), on this host.
+// join: a held cover of this host's device holders. (One held only by a
+// gone holder's job is joined too: that job's device is held by its own
+// lock, and the cover only keeps plain holders and the seed's tool out.)
 func joinableCover(st *Status) bool {
 	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Cover &&
-		!st.Info.Share && st.Reason == "" && sameHost(st.Info.Host)
+		!st.Info.Share && sameHost(st.Info.Host)
 }
 
 // takeCover creates (when the lock at o.Path, settled as st, is free) or
@@ -237,7 +239,14 @@ func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 	}
 	live, err := joinLive(o.Path, st.Info.Token)
 	if err != nil {
-		return nil, err
+		// Its liveness file is gone or cannot be locked (removed by
+		// hand): a cover nobody can join, which this holder replaces.
+		// The devices beside it are held by their own locks.
+		if rerr := removeIfSame(o.Path, st); rerr != nil {
+			return nil, rerr
+		}
+		o.Logger.Warn("replaced a cover whose liveness file cannot be joined", "path", o.Path, "error", err)
+		return takeCover(o, &Status{Path: o.Path, State: StateFree}, ls)
 	}
 	info := *st.Info
 	return newCoverLock(o, &info, live, ls), nil
