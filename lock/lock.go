@@ -24,6 +24,14 @@
 //   - nothing read from the lock's folder becomes a path, no open there
 //     follows a symbolic link or blocks on a FIFO, and only regular files
 //     with this protocol's names, in that folder, are ever removed;
+//   - the lock at a path stands for every device whose lock is beside it
+//     (Options.Devices): it is not taken while any of them is held, and
+//     none of them while it is held, whichever process came first, and
+//     while they are held it holds a record in the seed's format (a
+//     cover) so that the seed's tool waits too;
+//   - a holder whose gpuexec is gone but whose job's process group still
+//     runs on this host keeps its lock held, whatever its heartbeat's age
+//     (a sharer's too);
 //   - waiters that compete for a same lock are served in arrival order
 //     (tickets beside the lock), but for a head of the queue that leaves a
 //     free lock untaken for headGrace, and wake within milliseconds of a
@@ -95,11 +103,14 @@ type Options struct {
 	// tickets), and no lock file is made at Path itself.
 	Path string
 	// Devices, when set, are GPUs with a lock file each beside Path, the
-	// device's name before Path's extension: gpu.lock → gpu0.lock,
-	// gpu1.lock. A name is what CUDA_VISIBLE_DEVICES calls the device (an
-	// index or a GPU UUID): up to 128 letters, digits, '-' and '_'; at
-	// most 64 devices. Each device's lock is an ordinary lock: a job may
-	// also take one by its own path.
+	// device's index before Path's extension: gpu.lock → gpu0.lock,
+	// gpu1.lock. A name is the device's index as nvidia-smi numbers it
+	// (what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID),
+	// in decimal without leading zeros, 0 to 63, so that one card is one
+	// lock; at most 64 devices. The lock at Path then holds a cover while
+	// any device is held, and Path's name must not end in a digit. A
+	// device's lock named as Path without Devices is that device (see
+	// Canonical).
 	Devices []string
 	// Need is how many of Devices a holder takes at once (0: 1). Waiters
 	// are served in arrival order, the head taking whichever devices are
@@ -764,21 +775,21 @@ func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, for
 // first: /cwd/http:/h:2379/k no longer looks like a URL.
 func CheckPath(path string) error { return checkPath(path) }
 
-// ParseDevices turns a device list as users write it — "0,1,3", a GPU
-// UUID, or "all" for count devices 0..count-1 — into Options.Devices,
-// checked as Validate checks them (an *OptionError for "devices").
+// ParseDevices turns a device list as users write it — indexes "0,1,3"
+// (leading zeros dropped: "07" is "7"), or "all" for count devices
+// 0..count-1 — into Options.Devices, checked as Validate checks them (an
+// *OptionError for "devices"). A GPU's UUID is no lock's name: map it to
+// its index first (nvidia-smi's), so that one card is one lock.
 func ParseDevices(list string, count int) ([]string, error) { return parseDevices(list, count) }
 
-// ExistingDevices names the devices whose lock files exist beside path, as
-// Options.Devices names them (gpu.lock: gpu0.lock is device "0",
-// gpuGPU-8f2c.lock device "GPU-8f2c"), in order (0, 1, 2, ..., 10, then
-// other names): what jobs run with Devices hold while the plain lock at
-// path stays free. Names alone decide: only regular files whose names a
-// device could have count (links and everything else in the folder are
-// skipped, never followed or opened); names that differ only in case
-// count once; at most 64 are returned. Judge them with Inspect. A folder
-// that does not exist has none; its path is resolved as for every lock
-// (see FolderError).
+// ExistingDevices names the devices whose lock files (or what their
+// holders leave beside them) exist beside path, as Options.Devices names
+// them (gpu.lock: gpu0.lock is device "0"), in index order: what jobs run
+// with Devices hold. Names alone decide: only regular files whose names a
+// device's lock could have count (links and everything else in the folder
+// are skipped, never followed or opened); at most 64 are returned. Judge
+// them with Inspect. A folder that does not exist has none; its path is
+// resolved as for every lock (see FolderError).
 func ExistingDevices(path string) ([]string, error) { return existingDevices(path) }
 
 // Suspend runs stop — which stops this process, as a SIGSTOP to itself
