@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -383,6 +382,24 @@ func runContenders(t *testing.T, procs, rounds int, timeout time.Duration, env [
 	}
 }
 
+// wantAllRanAlone fails the test for each line in overlap (what a job that
+// was not alone wrote) and unless count has a line for each of n jobs.
+func wantAllRanAlone(t *testing.T, overlap, count string, n int) {
+	t.Helper()
+	if b, err := os.ReadFile(overlap); err == nil {
+		t.Errorf("jobs overlapped:\n%s", b)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		t.Error(err)
+	}
+	b, err := os.ReadFile(count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran := len(lines(string(b))); ran != n {
+		t.Errorf("%d jobs ran, want %d", ran, n)
+	}
+}
+
 // Many gpuexec processes on one lock run their jobs one at a time, and all
 // of them run.
 func TestContentionIsExclusive(t *testing.T) {
@@ -396,23 +413,7 @@ func TestContentionIsExclusive(t *testing.T) {
 	runContenders(t, procs, rounds, 60*time.Second, env, func(i, j int) []string {
 		return []string{"--lock", lock, "--wait", "1m", "--poll", "10ms", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin}
 	})
-	if b, err := os.ReadFile(overlap); err == nil {
-		t.Errorf("jobs overlapped:\n%s", b)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		t.Error(err)
-	}
-	f, err := os.Open(count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		n++
-	}
-	if n != procs*rounds {
-		t.Errorf("%d jobs ran, want %d", n, procs*rounds)
-	}
+	wantAllRanAlone(t, overlap, count, procs*rounds)
 	wantNoLock(t, lock)
 	wantOnlyGuard(t, dir)
 }

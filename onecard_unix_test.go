@@ -9,7 +9,6 @@ package main
 // heartbeat says and whether it was a sharer.
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -165,21 +164,7 @@ func TestMixedJobsOnOneFolderNeverShareACard(t *testing.T) {
 		return append(append([]string{}, kinds[(i+j)%len(kinds)]...),
 			"--wait", "2m", "--poll", "50ms", "--slug", fmt.Sprintf("p%d-r%d", i, j), "--", helperBin)
 	})
-	if b, err := os.ReadFile(overlap); err == nil {
-		t.Errorf("two jobs used one card at once:\n%s", b)
-	}
-	f, err := os.Open(count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		n++
-	}
-	if n != procs*rounds {
-		t.Errorf("%d jobs ran, want %d", n, procs*rounds)
-	}
+	wantAllRanAlone(t, overlap, count, procs*rounds)
 	wantNoLock(t, lock)
 }
 

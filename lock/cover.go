@@ -256,41 +256,17 @@ func newCoverLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileL
 	return newFileLock(o, info, live, nil, ls, true)
 }
 
-// me is this process as a cover names it: its pid, owner, slug, host,
-// start, and its job's group once told.
+// me is this holder as a shared record or a cover names it: its pid,
+// owner, slug, host, start, and its job's group once told.
 func (h *fileLock) me() Info {
-	selfStartOnce.Do(findSelfStart)
 	h.mu.Lock()
-	g := h.group
-	h.mu.Unlock()
-	return Info{PID: os.Getpid(), Owner: h.o.Owner, Slug: h.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
-		ChildPGID: g.id, ChildStart: g.since}
-}
-
-// naming is the record rec, a cover, rewritten to name the holder who.
-func naming(rec Info, who Info) Info {
-	rec.PID, rec.Owner, rec.Slug, rec.Host, rec.PIDStart = who.PID, who.Owner, who.Slug, who.Host, who.PIDStart
-	rec.ChildPGID, rec.ChildStart = who.ChildPGID, who.ChildStart
-	return rec
-}
-
-// adoptCover rewrites the cover when its pid is gone (a device holder
-// killed without leaving) to name this holder, so that the seed's tool,
-// which judges by pid, keeps seeing the machine busy. Call without the
-// guard.
-func (h *fileLock) adoptCover() error {
-	st, err := readStatus(h.o.Path)
-	if err != nil || h.isOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
-		return nil
+	defer h.mu.Unlock()
+	if h.share != nil {
+		return h.share.me.holder()
 	}
-	return h.underGuard(h.beat, func() error {
-		st, err := h.ours()
-		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
-			return err
-		}
-		next := naming(*st.Info, h.me())
-		return replaceRecord(h.o.Path, &next)
-	})
+	selfStartOnce.Do(findSelfStart)
+	return Info{PID: os.Getpid(), Owner: h.o.Owner, Slug: h.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
+		ChildPGID: h.group.id, ChildStart: h.group.since}
 }
 
 // noteCoverChild writes the job's group into the cover when it names this
@@ -305,9 +281,7 @@ func (h *fileLock) noteCoverChild(g jobGroup) error {
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == g.id && st.Info.ChildStart == g.since) {
 			return err
 		}
-		next := st.Info
-		next.ChildPGID, next.ChildStart = g.id, g.since
-		return replaceRecord(h.o.Path, next)
+		return h.nameInRecord(*st.Info, h.me())
 	})
 }
 
@@ -333,8 +307,7 @@ func (h *fileLock) leaveCover() (bool, error) {
 	if i < 0 {
 		return false, nil
 	}
-	next := naming(*st.Info, *others[i].Info)
-	if err := replaceRecord(h.o.Path, &next); err != nil {
+	if err := h.nameInRecord(*st.Info, *others[i].Info); err != nil {
 		return false, fmt.Errorf("lock: handing the cover on: %w", err)
 	}
 	return false, nil

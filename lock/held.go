@@ -148,11 +148,8 @@ func (h *fileLock) heartbeat() {
 		case <-t.C:
 		case <-self.C:
 			var err error
-			switch {
-			case h.share != nil:
+			if h.share != nil || h.cover {
 				err = h.adopt()
-			case h.cover:
-				err = h.adoptCover()
 			}
 			if err != nil && h.beat.Err() == nil {
 				h.o.Logger.Debug("could not name this holder in the shared record", "path", h.o.Path, "error", err)

@@ -219,7 +219,8 @@ func sharersLeft(sharers []Sharer) string {
 // sharerName is "channels/tts (pid 4242)", with ", gone" inside the
 // parentheses for a sharer whose gpuexec is gone.
 func sharerName(sh Sharer) string {
-	who := (&Info{PID: sh.PID, Owner: sh.Owner, Slug: sh.Slug, Host: sh.Host}).Holder()
+	h := sh.holder()
+	who := h.Holder()
 	if sh.Gone {
 		who = strings.TrimSuffix(who, ")") + ", gone; its job still runs)"
 	}
@@ -372,11 +373,18 @@ func joinShared(o Options, st *Status) (*liveLock, *shareHold, error) {
 	return live, sh, nil
 }
 
-// sharerInfo is the record naming the sharer s on the shared record cur.
-func sharerInfo(cur Info, s Sharer) Info {
-	cur.PID, cur.Owner, cur.Slug, cur.Host, cur.PIDStart = s.PID, s.Owner, s.Slug, s.Host, s.PIDStart
-	cur.ChildPGID, cur.ChildStart = s.ChildPGID, s.ChildStart
-	return cur
+// holder is the sharer s as a record names its holder.
+func (s Sharer) holder() Info {
+	return Info{PID: s.PID, Owner: s.Owner, Slug: s.Slug, Host: s.Host, PIDStart: s.PIDStart,
+		ChildPGID: s.ChildPGID, ChildStart: s.ChildStart}
+}
+
+// naming is the shared record (or cover) rec rewritten to name the holder
+// who: its pid, owner, slug, host, start and job's group.
+func naming(rec Info, who Info) Info {
+	rec.PID, rec.Owner, rec.Slug, rec.Host, rec.PIDStart = who.PID, who.Owner, who.Slug, who.Host, who.PIDStart
+	rec.ChildPGID, rec.ChildStart = who.ChildPGID, who.ChildStart
+	return rec
 }
 
 // leaveGuarded is a sharer's release, under the guard (or without it when
@@ -404,16 +412,16 @@ func (h *fileLock) leaveGuarded() (bool, error) {
 	if err != nil || st.Info.PID != os.Getpid() || len(mine) == 0 {
 		return false, nil
 	}
-	next := sharerInfo(*st.Info, mine[0])
+	next := naming(*st.Info, mine[0].holder())
 	if err := replaceRecord(h.o.Path, &next); err != nil {
 		return false, fmt.Errorf("lock: handing the shared record on: %w", err)
 	}
 	return false, nil
 }
 
-// adopt rewrites a shared record whose pid is gone (a sharer killed
-// without leaving) to name this sharer, so that the seed's tool, which
-// judges by pid, keeps seeing the card busy. Call without the guard.
+// adopt rewrites a shared record or a cover whose pid is gone (a holder
+// killed without leaving) to name this holder, so that the seed's tool,
+// which judges by pid, keeps seeing the card busy. Call without the guard.
 func (h *fileLock) adopt() error {
 	st, err := readStatus(h.o.Path)
 	if err != nil || h.isOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
@@ -424,10 +432,7 @@ func (h *fileLock) adopt() error {
 		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
 			return err
 		}
-		h.mu.Lock()
-		me := h.share.me
-		h.mu.Unlock()
-		return h.nameInRecord(*st.Info, me)
+		return h.nameInRecord(*st.Info, h.me())
 	})
 }
 
@@ -458,14 +463,14 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == me.ChildPGID && st.Info.ChildStart == me.ChildStart) {
 			return err
 		}
-		return h.nameInRecord(*st.Info, me)
+		return h.nameInRecord(*st.Info, me.holder())
 	})
 }
 
-// nameInRecord rewrites the record (rec, as read under the guard, which the
-// caller holds) to name the sharer me, and notes the new file as ours.
-func (h *fileLock) nameInRecord(rec Info, me Sharer) error {
-	next := sharerInfo(rec, me)
+// nameInRecord rewrites the shared record or cover (rec, as read under the
+// guard, which the caller holds) to name the holder who.
+func (h *fileLock) nameInRecord(rec Info, who Info) error {
+	next := naming(rec, who)
 	return replaceRecord(h.o.Path, &next)
 }
 
