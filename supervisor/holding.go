@@ -54,14 +54,34 @@ func (h fileLock) logFields() []any {
 }
 
 // remoteLock is a lock of another backend than files (an etcd:// lock):
-// the child inherits nothing, and GPUEXEC_LOCK_PATH is the lock's URL.
+// GPUEXEC_LOCK_PATH is the lock's URL, and the child inherits the lock's
+// liveness files if it is a liveLocker.
 type remoteLock struct{ lock.Locker }
 
-func (remoteLock) liveFiles() []*os.File { return nil }
+// liveLocker is a lock that, like a lock file, stays held for a job whose
+// gpuexec died while the job runs: its job inherits LiveFiles, and
+// NoteChild tells it the job's process group the moment the job starts.
+// The etcd helper's locks are (package etcdhelper).
+type liveLocker interface {
+	LiveFiles() []*os.File
+	NoteChild(pgid int) error
+}
 
-// NoteChild: a remote lock lives by its lease, not by processes here; the
-// group goes into its record with RecordChild.
-func (remoteLock) NoteChild(int) error { return nil }
+func (h remoteLock) liveFiles() []*os.File {
+	if l, ok := h.Locker.(liveLocker); ok {
+		return l.LiveFiles()
+	}
+	return nil
+}
+
+// NoteChild passes the group on to a liveLocker; another lock lives by
+// its lease alone, and the group goes into its record with RecordChild.
+func (h remoteLock) NoteChild(pgid int) error {
+	if l, ok := h.Locker.(liveLocker); ok {
+		return l.NoteChild(pgid)
+	}
+	return nil
+}
 func (h remoteLock) env() []string {
 	return []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}
 }

@@ -24,6 +24,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
@@ -77,7 +78,7 @@ func leftInEtcd(t *testing.T, c *etcdtest.Cluster, key string) {
 	ok := testsupport.Poll(long, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		keys, err := cli.Get(ctx, "/"+key+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		keys, err := cli.Get(ctx, "/"+key+etcdurl.Separator+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			left = err.Error()
 			return false

@@ -33,5 +33,6 @@ func main() {
 	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	// The lock is held on behalf of the process that started the helper:
 	// its pid goes into the record.
-	os.Exit(etcdhelper.Serve(os.Stdin, os.Stdout, etcdlock.Backend{PID: os.Getppid()}))
+	// A hold request may say that descriptor 3 is gpuexec's liveness pipe.
+	os.Exit(etcdhelper.Serve(os.Stdin, os.Stdout, etcdlock.Backend{PID: os.Getppid()}, etcdhelper.InheritedLive))
 }

@@ -83,12 +83,17 @@ type conn struct {
 	onLost func(reason string) // set once the lock is held
 	lostMu sync.Mutex
 
+	// live is the write end of the helper's liveness pipe (see package
+	// etcdhelper), which the job inherits; nil without one.
+	live *os.File
+
 	wait func() error // reaps the helper
 	kill func()
 }
 
-// start starts a helper; a variable so that tests can serve the protocol
-// in-process.
+// start starts a helper, with a liveness pipe when live is set (where the
+// OS has one: see livePipe); a variable so that tests can serve the
+// protocol in-process.
 var start = startProcess
 
 // helperPath finds the helper program.
@@ -113,7 +118,7 @@ func helperPath() (string, error) {
 		"(go install github.com/gpuexec/gpuexec/cmd/gpuexec-etcd@latest), or its path in %s", Name, filepath.Base(os.Args[0]), Env)
 }
 
-func startProcess(log hclog.Logger) (*conn, error) {
+func startProcess(log hclog.Logger, live bool) (*conn, error) {
 	path, err := helperPath()
 	if err != nil {
 		return nil, err
@@ -121,18 +126,37 @@ func startProcess(log hclog.Logger) (*conn, error) {
 	cmd := exec.Command(path)
 	cmd.Stderr = os.Stderr
 	procAttr(cmd)
+	var liveR, liveW *os.File
+	if live {
+		if liveR, liveW, err = livePipe(cmd); err != nil {
+			return nil, fmt.Errorf("lock: the %s helper's liveness pipe: %w", Name, err)
+		}
+	}
+	closeLive := func() {
+		if liveR != nil {
+			liveR.Close()
+			liveW.Close()
+		}
+	}
 	w, err := cmd.StdinPipe()
 	if err != nil {
+		closeLive()
 		return nil, err
 	}
 	r, err := cmd.StdoutPipe()
 	if err != nil {
+		closeLive()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		closeLive()
 		return nil, fmt.Errorf("lock: starting %s: %w", path, err)
 	}
+	if liveR != nil {
+		liveR.Close() // the helper's end
+	}
 	c := newConn(log, w, r)
+	c.live = liveW
 	c.wait = cmd.Wait
 	c.kill = func() { cmd.Process.Kill() }
 	return c, nil
@@ -225,9 +249,12 @@ func (c *conn) gone() error {
 	return fmt.Errorf("lock: the %s helper exited unexpectedly (%v)", Name, c.rerr)
 }
 
-// close ends the helper: EOF on its stdin, then it exits; killed if it does
-// not within exitWait.
+// close ends the helper: EOF on its stdin (and the liveness pipe closed on
+// this side), then it exits; killed if it does not within exitWait.
 func (c *conn) close() {
+	if c.live != nil {
+		c.live.Close()
+	}
 	c.w.Close()
 	t := time.NewTimer(exitWait)
 	defer t.Stop()
@@ -252,7 +279,7 @@ func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (
 	if _, err := Check(o); err != nil {
 		return nil, err
 	}
-	c, err := start(o.Logger)
+	c, err := start(o.Logger, op == "hold")
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +288,7 @@ func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (
 		level = o.Logger.GetLevel().String()
 	}
 	req := request{Op: op, Path: o.Path, Owner: o.Owner, Slug: o.Slug, Report: o.Report, Stale: o.Stale,
-		Heartbeat: o.Heartbeat, Poll: o.Poll, HoldLimit: o.HoldLimit, Level: level}
+		Heartbeat: o.Heartbeat, Poll: o.Poll, HoldLimit: o.HoldLimit, Level: level, Live: c.live != nil}
 	if edit != nil {
 		edit(&req)
 	}
@@ -475,6 +502,26 @@ func (h *held) Info() lock.Info {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.info
+}
+
+// NoteChild tells the helper the job's process group, pgid, the moment the
+// job is started: a helper whose user dies without releasing keeps the lock
+// while a process of that group lives. It waits for no answer (the request
+// is in the helper's input once NoteChild returns) and writes nothing to
+// etcd; RecordChild puts the group into the record, for status.
+func (h *held) NoteChild(pgid int) error {
+	return h.c.send(request{Op: "note", PGID: pgid})
+}
+
+// LiveFiles is the write end of the helper's liveness pipe, for the job to
+// inherit (exec.Cmd.ExtraFiles on Unix): a helper whose user dies without
+// releasing keeps the lock while any process holds it open. None where
+// the OS has no liveness pipe (Windows). Do not close it; Release does.
+func (h *held) LiveFiles() []*os.File {
+	if h.c.live == nil {
+		return nil
+	}
+	return []*os.File{h.c.live}
 }
 
 func (h *held) RecordChild(pgid int) error {

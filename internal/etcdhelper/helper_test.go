@@ -53,27 +53,46 @@ func (f fileAs) Clear(o lock.Options, force bool) (*lock.Status, error) {
 // inProcessAgent makes Backend's helpers Serve with b in-process for the
 // test; kill ends the latest helper as if it had died.
 func inProcessAgent(t *testing.T, b lock.Backend) (kill func()) {
-	return serveWith(t, func(in io.Reader, out io.Writer) { Serve(in, out, b) })
+	return serveWith(t, func(in io.Reader, out io.Writer, live func() (io.ReadCloser, error)) { Serve(in, out, b, live) })
 }
 
-// serveWith makes Backend's helpers run serve in-process for the test.
-func serveWith(t *testing.T, serve func(in io.Reader, out io.Writer)) (kill func()) {
+// serveWith makes Backend's helpers run serve in-process for the test; a
+// hold gets a liveness pipe (an os.Pipe: its read end is what live
+// returns).
+func serveWith(t *testing.T, serve func(in io.Reader, out io.Writer, live func() (io.ReadCloser, error))) (kill func()) {
 	t.Helper()
 	var mu sync.Mutex
 	var last func()
 	old := start
 	t.Cleanup(func() { start = old })
-	start = func(log hclog.Logger) (*conn, error) {
+	start = func(log hclog.Logger, withLive bool) (*conn, error) {
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
+		var liveR, liveW *os.File
+		if withLive {
+			var err error
+			if liveR, liveW, err = os.Pipe(); err != nil {
+				return nil, err
+			}
+		}
+		live := func() (io.ReadCloser, error) {
+			if liveR == nil {
+				return nil, errors.New("no liveness pipe")
+			}
+			return liveR, nil
+		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			serve(inR, outW)
+			serve(inR, outW, live)
 			outW.Close()
 			inR.Close()
+			if liveR != nil {
+				liveR.Close()
+			}
 		}()
 		c := newConn(log, inW, outR)
+		c.live = liveW
 		c.wait = func() error { <-done; return nil }
 		c.kill = func() {
 			inR.CloseWithError(errors.New("killed"))
@@ -226,7 +245,7 @@ func TestAgentReleasesWhenItsUserIsGone(t *testing.T) {
 func TestAgentRefusesBadPathsWithoutAHelper(t *testing.T) {
 	old := start
 	t.Cleanup(func() { start = old })
-	start = func(hclog.Logger) (*conn, error) {
+	start = func(hclog.Logger, bool) (*conn, error) {
 		t.Fatal("a helper was started for a bad path")
 		return nil, nil
 	}
@@ -248,7 +267,7 @@ func TestFileFunctionsRefuseEtcdPaths(t *testing.T) {
 
 // serveV1 is the helper of the first protocol, as it answered: it took the
 // first line for its request and refused any op it did not know.
-func serveV1(in io.Reader, out io.Writer) {
+func serveV1(in io.Reader, out io.Writer, _ func() (io.ReadCloser, error)) {
 	var req struct {
 		Op string `json:"op"`
 	}
@@ -284,10 +303,11 @@ func TestProtocolMismatchIsOneClearLine(t *testing.T) {
 	for _, first := range []string{
 		`{"op":"clear","path":"` + agentURL + `","force":true}`,
 		`{"op":"hello","protocol":1}`,
-		`{"op":"hello","protocol":3}`,
+		`{"op":"hello","protocol":2}`,
+		`{"op":"hello","protocol":4}`,
 	} {
 		var out strings.Builder
-		code := Serve(strings.NewReader(first+"\n"+`{"op":"status","path":"`+agentURL+`"}`+"\n"), &out, fileAs{dir})
+		code := Serve(strings.NewReader(first+"\n"+`{"op":"status","path":"`+agentURL+`"}`+"\n"), &out, fileAs{dir}, nil)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		var ev event
 		if code == 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &ev) != nil || ev.Event != "error" ||
@@ -313,5 +333,31 @@ func TestHelperGetsTheTimings(t *testing.T) {
 	}
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A hold that says it passed a liveness pipe the helper cannot open is
+// refused with one error line before any lock is touched: a helper that
+// cannot see the job must not hold for it.
+func TestHoldWithoutItsLivenessPipeIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	hold := `{"op":"hello","protocol":` + fmt.Sprint(Protocol) + `}` + "\n" + `{"op":"hold","path":"` + agentURL + `","live":true}` + "\n"
+	for _, c := range []struct {
+		name string
+		live func() (io.ReadCloser, error)
+	}{
+		{"no way to open one", nil},
+		{"it cannot be opened", func() (io.ReadCloser, error) { return nil, errors.New("descriptor 3 is not a pipe") }},
+	} {
+		var out strings.Builder
+		code := Serve(strings.NewReader(hold), &out, fileAs{dir}, c.live)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		var ev event
+		if code == 0 || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &ev) != nil || ev.Event != "error" {
+			t.Errorf("%s: exit %d, answers:\n%s\nwant the hello and one error", c.name, code, out.String())
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a refused hold touched the lock's folder: %d files", len(ents))
 	}
 }

@@ -15,8 +15,17 @@
 //     as lock.ErrHeld);
 //   - hold: "held" (the record), "busy" (try: contention) or "waited" (the
 //     wait ended, with the holder seen); while held, "child" and "release"
-//     requests are answered "ok" and "released", and "lost" may come at any
-//     time. "log" lines (the backend's log) come at any time.
+//     requests are answered "ok" and "released", a "note" request is not
+//     answered, and "lost" may come at any time. "log" lines (the backend's
+//     log) come at any time.
+//
+// A hold request with live set says that the helper's descriptor 3 is the
+// read end of a pipe whose write end the user keeps and passes on to its
+// job (its liveness pipe): it hangs up only once the user and every process
+// of the job that kept the descriptor are gone. The note request names the
+// job's process group the moment it is started. A helper whose input ends
+// without a release (the user died) keeps the lock while the pipe is open
+// or a process of the noted group lives, then releases it.
 //
 // Every value that crosses is a type with JSON tags: request, event,
 // lock.Info, lock.Status, lock.Report, lock.Waiter.
@@ -31,8 +40,9 @@ import (
 )
 
 // Protocol is the version of the conversation this package speaks. Both
-// sides refuse any other.
-const Protocol = 2
+// sides refuse any other. 3: the liveness pipe, the note request, and
+// package etcdlock's key layout of that release.
+const Protocol = 3
 
 // Name is the helper program. It is looked for in $GPUEXEC_ETCD_AGENT (a
 // path, Env), beside the running executable, then on PATH.
@@ -44,7 +54,8 @@ const Env = "GPUEXEC_ETCD_AGENT"
 // request is one line from the user of a lock to the helper.
 type request struct {
 	// Op is hello (the first line), then status, clear or hold (the
-	// second); cancel (while waiting); child or release (while holding).
+	// second); cancel (while waiting); note, child or release (while
+	// holding).
 	Op       string `json:"op"`
 	Protocol int    `json:"protocol,omitempty"` // hello
 	// Wait: hold queues until held (or cancel); without it, hold tries
@@ -61,7 +72,11 @@ type request struct {
 	// ignores it: its records have no deadline.
 	HoldLimit time.Duration `json:"holdLimit,omitempty"`
 	Force     bool          `json:"force,omitempty"`
-	PGID      int           `json:"pgid,omitempty"`
+	// Live (hold): the helper's descriptor 3 is the user's liveness
+	// pipe.
+	Live bool `json:"live,omitempty"`
+	// PGID is the job's process group (note, child).
+	PGID int `json:"pgid,omitempty"`
 	// Level is the lowest log level the user wants forwarded.
 	Level string `json:"level,omitempty"`
 }

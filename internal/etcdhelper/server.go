@@ -18,12 +18,16 @@ import (
 
 // Serve is the helper program's main loop: it reads the hello and one
 // request from in, does it with b and answers on out; a held lock is held
-// until the user releases it or in reaches EOF (the user died: the lock is
-// released once the job's process group, if one was recorded, is gone). A
-// hello of another protocol, or a request without a hello (a gpuexec from
-// before protocol 2), is refused with one error line. It returns the
-// helper's exit status.
-func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
+// until the user releases it or in reaches EOF. At EOF without a release
+// (the user died) the lock is kept while the liveness pipe is open or a
+// process of the job's process group (noted or recorded) lives, and
+// released once neither is so, or at once when the lock is lost. live opens
+// the liveness pipe of a hold request that says the user passed one
+// (InheritedLive in the helper program); without a pipe the lock is kept
+// for the job's group alone. A hello of another protocol, or a request
+// without a hello (a gpuexec from before protocol 2), is refused with one
+// error line. It returns the helper's exit status.
+func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadCloser, error)) int {
 	s := &server{enc: json.NewEncoder(out)}
 	dec := json.NewDecoder(bufio.NewReader(in))
 	var hello request
@@ -75,6 +79,25 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
 		}
 	}()
 
+	// hup is closed when the liveness pipe hangs up: at once without one.
+	hup := make(chan struct{})
+	switch {
+	case req.Op == "hold" && req.Live:
+		if live == nil {
+			s.send(event{Event: "error", Error: "lock: this helper cannot take a liveness pipe", Kind: "invalid"})
+			return 2
+		}
+		r, err := live()
+		if err != nil {
+			s.fail(err)
+			return 1
+		}
+		defer r.Close()
+		go watchHangUp(r, hup)
+	default:
+		close(hup)
+	}
+
 	switch {
 	case req.Op == "status":
 		r, err := b.Inspect(o)
@@ -107,7 +130,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
 			s.fail(err)
 			return 1
 		}
-		return s.hold(h, reqs, log)
+		return s.hold(h, reqs, hup, log)
 	case req.Op == "hold":
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -137,7 +160,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
 					s.send(event{Event: "waited"})
 					return 0
 				case r.err == nil:
-					return s.hold(r.h, reqs, log)
+					return s.hold(r.h, reqs, hup, log)
 				case errors.As(r.err, &werr):
 					s.send(event{Event: "waited", Seen: werr.Seen, Waited: werr.Waited})
 					return 0
@@ -157,11 +180,33 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend) int {
 // process group is gone.
 const groupPoll = 100 * time.Millisecond
 
-func (s *server) hold(h lock.Locker, reqs <-chan request, log hclog.Logger) int {
+// watchHangUp reads the liveness pipe r until it hangs up (every write end
+// closed: the user and its job's processes that kept it are gone) or
+// fails, then closes hup. What a job writes into it is read and dropped.
+func watchHangUp(r io.Reader, hup chan<- struct{}) {
+	defer close(hup)
+	buf := make([]byte, 512)
+	for {
+		if _, err := r.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+func (s *server) hold(h lock.Locker, reqs <-chan request, hup <-chan struct{}, log hclog.Logger) int {
 	info := h.Info()
 	s.send(event{Event: "held", Info: &info})
 	lost := h.Lost()
 	pgid := 0
+	// note remembers the job's group here, whatever etcd says: it is
+	// what keeps the lock if the user dies.
+	note := func(r request) {
+		if r.PGID > 1 {
+			pgid = r.PGID
+		} else {
+			log.Debug("ignoring a process group that is no job's", "op", r.Op, "pgid", r.PGID)
+		}
+	}
 	for {
 		select {
 		case <-lost:
@@ -171,25 +216,20 @@ func (s *server) hold(h lock.Locker, reqs <-chan request, log hclog.Logger) int 
 			if !ok {
 				// The user is gone without releasing: keep the lock
 				// while its job runs, as a lock file would.
-				if pgid > 0 && proc.GroupAlive(pgid) {
-					log.Warn("the process holding the GPU lock is gone; keeping the lock until its job's process group ends", "pgid", pgid)
-					t := time.NewTicker(groupPoll)
-					for proc.GroupAlive(pgid) && !isClosed(h.Lost()) {
-						<-t.C
-					}
-					t.Stop()
-				}
+				keepWhileTheJobRuns(h, hup, pgid, log)
 				if err := h.Release(); err != nil {
 					log.Error("could not release the GPU lock", "error", err)
 				}
 				return 0
 			}
 			switch r.Op {
+			case "note":
+				note(r)
 			case "child":
+				note(r)
 				if err := h.RecordChild(r.PGID); err != nil {
 					s.fail(err)
 				} else {
-					pgid = r.PGID
 					s.send(event{Event: "ok"})
 				}
 			case "release":
@@ -199,6 +239,34 @@ func (s *server) hold(h lock.Locker, reqs <-chan request, log hclog.Logger) int 
 				}
 				s.send(ev)
 				return 0
+			}
+		}
+	}
+}
+
+// keepWhileTheJobRuns returns once the job of a user that died is gone:
+// the liveness pipe hung up and no process of the group pgid (0: none
+// known) lives, checked every groupPoll; or at once when the lock is lost.
+func keepWhileTheJobRuns(h lock.Locker, hup <-chan struct{}, pgid int, log hclog.Logger) {
+	groupAlive := func() bool { return pgid > 0 && proc.GroupAlive(pgid) }
+	if isClosed(h.Lost()) || isClosed(hup) && !groupAlive() {
+		return
+	}
+	log.Warn("the process holding the GPU lock is gone; keeping the lock until its job's processes are gone", "pgid", pgid)
+	t := time.NewTicker(groupPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.Lost():
+			return
+		case <-hup:
+			hup = nil // hung up: the group alone from now on
+			if !groupAlive() {
+				return
+			}
+		case <-t.C:
+			if (hup == nil || isClosed(hup)) && !groupAlive() {
+				return
 			}
 		}
 	}

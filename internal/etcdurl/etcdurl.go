@@ -19,8 +19,16 @@ import (
 //
 //	etcd://HOST:PORT[,HOST:PORT...]/KEY[?PARAM=VALUE&...]
 //
-// The lock is the key prefix KEY/ on that etcd cluster (see Parse).
+// The lock's keys are under KEY + Separator + "/" on that etcd cluster
+// (see Parse).
 const Scheme = "etcd://"
+
+// Separator is a character that no Key contains: Parse refuses it, and a
+// URL carries it only as the start of a fragment. The lock's own keys are
+// under the prefix Key + Separator + "/" (package etcdlock), so that no
+// lock's keys are under another lock's prefix, whatever names users choose:
+// the first Separator of a key ends the name of the lock it belongs to.
+const Separator = "#"
 
 // Is reports whether path names a lock that is not a file (an
 // etcd:// URL).
@@ -91,8 +99,11 @@ const (
 type URL struct {
 	// Endpoints are the cluster's client addresses, HOST:PORT each.
 	Endpoints []string
-	// Key is the lock's key prefix, without a trailing slash: the holder's
-	// and the waiters' keys are Key + "/" + their lease id in hex.
+	// Key is the lock's name: "/" and the URL's path without a trailing
+	// slash, as written (percent-encoding is not decoded). It holds no
+	// Separator, '?', '%', empty segment or control character. The
+	// holder's and the waiters' keys are Key + Separator + "/" + their
+	// lease id in hex.
 	Key string
 	// TTL is the session lease's time to live (ttl=, whole seconds).
 	TTL time.Duration
@@ -112,6 +123,10 @@ func (u *URL) TLS() bool { return u.CACert != "" || u.Cert != "" }
 // Parse parses an etcd:// lock path:
 //
 //	etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/gpuexec/render-box?ttl=30s
+//
+// The key (gpuexec/render-box) is taken as written: a '%' in it is refused
+// rather than decoded, so that no key has two spellings and none can spell
+// Separator, and so are control characters.
 //
 // Parameters: ttl (lease TTL, default DefaultTTL, at least 2s),
 // dial-timeout (default DefaultDialTimeout), cacert, cert, key (TLS),
@@ -143,6 +158,12 @@ func Parse(s string) (*URL, error) {
 	}
 	if strings.Contains(u.Key, "//") {
 		return nil, bad("empty segment in key %q", u.Key)
+	}
+	if strings.Contains(u.Key, "%") {
+		return nil, bad("%% in the key: percent-encoding is not decoded in a key; write its characters as they are (a key cannot hold %s, ? or %%)", Separator)
+	}
+	if strings.ContainsFunc(u.Key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, bad("a control character in the key")
 	}
 	for _, h := range strings.Split(hosts, ",") {
 		host, port, ok := splitHostPort(h)

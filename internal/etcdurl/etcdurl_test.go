@@ -30,6 +30,10 @@ func TestParse(t *testing.T) {
 		"etcd://h:0/k", "etcd://h:99999/k", "etcd://u:p@h:1/k", "etcd://h:1/k#f", "etcd://h:1/k?ttl=1s",
 		"etcd://h:1/k?ttl=2500ms", "etcd://h:1/k?ttl=x", "etcd://h:1/k?dial-timeout=-1s", "etcd://h:1/k?cert=/c",
 		"etcd://h:1/k?password-file=/p", "etcd://h:1/k?ttl=2s&ttl=3s", "etcd://h:1/k?what=1", "/tmp/gpu.lock",
+		// The separator of the key layout, spelt any way, and what
+		// cannot be typed.
+		"etcd://h:1/k#", "etcd://h:1/k#/x", "etcd://h:1/k%23", "etcd://h:1/k%23/x", "etcd://h:1/k%2F", "etcd://h:1/k%",
+		"etcd://h:1/k\x00", "etcd://h:1/k\x00x", "etcd://h:1/k\nx", "etcd://h:1/k\x7f",
 	} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted it", bad)
@@ -101,5 +105,27 @@ func TestLooksLikeURL(t *testing.T) {
 		if got := LooksLikeURL(tc.path); got != tc.want {
 			t.Errorf("LooksLikeURL(%q) = %v, want %v", tc.path, got, tc.want)
 		}
+	}
+}
+
+// A key is taken as written; every character a name may hold is kept, and
+// none of them is Separator. Percent-encoding in the parameters is still
+// decoded.
+func TestParseKeepsTheKeyAsWritten(t *testing.T) {
+	for in, want := range map[string]string{
+		"etcd://h:1/t/box":                       "/t/box",
+		"etcd://h:1/t/box/":                      "/t/box",
+		"etcd://h:1/t/box/gpu0":                  "/t/box/gpu0",
+		"etcd://h:1/t/box-0.x_y~z:w+v=u,s;r@q!p": "/t/box-0.x_y~z:w+v=u,s;r@q!p",
+		"etcd://h:1/渲染/卡0":                       "/渲染/卡0",
+		"etcd://h:1/t/box?cacert=/a%20b.pem":     "/t/box",
+	} {
+		u, err := Parse(in)
+		if err != nil || u.Key != want || strings.Contains(u.Key, Separator) {
+			t.Errorf("Parse(%q): %+v, %v; want key %q", in, u, err, want)
+		}
+	}
+	if u, err := Parse("etcd://h:1/t/box?cacert=/a%20b.pem"); err != nil || u.CACert != "/a b.pem" {
+		t.Errorf("cacert: %+v, %v", u, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/testlog"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -114,7 +115,7 @@ func TestWaiterRequeuesAfterLosingItsPlace(t *testing.T) {
 	cli := srv.Client(t, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
-	resp, err := cli.Get(ctx, "/"+key(t)+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := cli.Get(ctx, "/"+key(t)+etcdurl.Separator+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil || len(resp.Kvs) != 2 {
 		t.Fatalf("the queue in etcd: %v %v", resp, err)
 	}

@@ -3,10 +3,13 @@
 // cluster, held with go.etcd.io/etcd/client/v3's concurrency package.
 //
 //   - Each waiter is granted a lease (TTL from the URL's ttl=), its
-//     heartbeat, and puts its record under KEY/<lease id in hex>, bound to
+//     heartbeat, and puts its record under KEY#/<lease id in hex>, bound to
 //     that lease. The key with the lowest create revision holds the lock;
 //     the others wait, in create-revision (arrival) order, with
-//     concurrency.Mutex.
+//     concurrency.Mutex. KEY holds no '#' (etcdurl.Separator), so no lock's
+//     prefix KEY#/ is a prefix of another lock's keys: /t/box and
+//     /t/box/gpu0 are two locks. Releases before this layout put the keys
+//     under KEY/ and do not exclude jobs of this one.
 //   - The lease is renewed every sixth of its TTL, each renewal on a stream
 //     of its own (a member that does not answer holds up one renewal, not
 //     the next), and the time each renewal that etcd confirmed was sent is
@@ -102,7 +105,13 @@ type conn struct {
 	closed    chan struct{}
 }
 
-func (c *conn) prefix() string { return c.u.Key + "/" }
+// mutexName is the lock's name in the key layout: KEY and the separator no
+// KEY holds. concurrency.Mutex adds the "/" of prefix.
+func (c *conn) mutexName() string { return c.u.Key + etcdurl.Separator }
+
+// prefix is what the lock's keys start with, and no other lock's do (see
+// the package's doc): every listing and deletion is under it.
+func (c *conn) prefix() string { return c.mutexName() + "/" }
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
@@ -160,11 +169,12 @@ func dial(o lock.Options) (*conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), u.DialTimeout)
 	defer cancel()
-	if _, err := cli.Get(ctx, u.Key+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+	c := &conn{cli: cli, u: u, path: path, closed: make(chan struct{})}
+	if _, err := cli.Get(ctx, c.prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		cli.Close()
 		return nil, unreachable(where, u.DialTimeout, err)
 	}
-	return &conn{cli: cli, u: u, path: path, closed: make(chan struct{})}, nil
+	return c, nil
 }
 
 // unreachable words a failed first contact; only a cluster that did not
@@ -291,7 +301,7 @@ func (b Backend) join(ctx context.Context, c *conn, o lock.Options) (*place, err
 		return nil, fmt.Errorf("etcd lock: session: %w", err)
 	}
 	sess.Orphan()
-	p := &place{c: c, k: k, m: concurrency.NewMutex(sess, c.u.Key), rec: rec}
+	p := &place{c: c, k: k, m: concurrency.NewMutex(sess, c.mutexName()), rec: rec}
 	p.key = fmt.Sprintf("%s%x", c.prefix(), lease.ID)
 	resp, err := c.cli.Txn(gctx).
 		If(clientv3.Compare(clientv3.CreateRevision(p.key), "=", 0)).

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpuexec/gpuexec/internal/etcdtest"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/testlog"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/lock"
@@ -364,7 +365,7 @@ func TestKeyWithoutLeaseIsStale(t *testing.T) {
 	cli := srv.Client(t, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
-	if _, err := cli.Put(ctx, "/"+k+"/hand-made", `{"pid":1,"owner":"someone","slug":"x","token":"00"}`); err != nil {
+	if _, err := cli.Put(ctx, "/"+k+etcdurl.Separator+"/hand-made", `{"pid":1,"owner":"someone","slug":"x","token":"00"}`); err != nil {
 		t.Fatal(err)
 	}
 	o := lock.Options{Path: srv.URL(k, "")}
