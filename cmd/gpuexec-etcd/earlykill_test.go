@@ -11,10 +11,13 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -152,4 +155,91 @@ func awaitLeftoverGone(t *testing.T, ready string) {
 // waitGone waits up to long for pid to end; false if it has not.
 func waitGone(pid int) bool {
 	return testsupport.Poll(long, func() bool { return testsupport.Gone(pid) })
+}
+
+// A storm on one etcd lock: contenders run short critical sections, and a
+// third of their gpuexec processes are SIGKILLed within the first 100 ms of
+// their job, which leaves a process in its group that runs on (some closed
+// every descriptor they inherited, some kept them). Each section, and each
+// leftover, holds a kernel lock on a truth file for as long as it runs,
+// taken without waiting: no two may ever hold it at once.
+func TestEarlyKillStorm(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("flock(1) is not installed")
+		}
+		t.Skip("flock(1) is not installed")
+	}
+	srv := sharedEtcd(t)
+	url := srv.URL("gpuexec-e2e/early-kill-storm", "ttl=10s")
+	dir := t.TempDir()
+	truth, overlap := filepath.Join(dir, "truth"), filepath.Join(dir, "overlap")
+	const procs, rounds = 4, 6
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	var leftovers []string
+	kills := 0
+	for i := range procs {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for r := range rounds {
+				kill := rng.IntN(3) == 0
+				ready := filepath.Join(dir, fmt.Sprintf("ready-%d-%d", i, r))
+				// The section: the truth file's kernel lock (fd 9), a
+				// leftover that keeps it (and, half the time, closes
+				// every descriptor gpuexec passed on), a moment's work.
+				closing := ""
+				if rng.IntN(2) == 0 {
+					closing = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&-; "
+				}
+				job := `exec 9>>"$TRUTH"; flock -n 9 || echo "overlap $$" >> "$OVERLAP"; ` +
+					`(` + closing + `sleep 0.3) & echo $! > "$READY"; sleep 0.01; wait`
+				p := start(t, env("TRUTH="+truth, "OVERLAP="+overlap, "READY="+ready),
+					"--lock", url, "--wait", "2m", "--slug", fmt.Sprintf("p%d-r%d", i, r), "--", "sh", "-c", job)
+				if kill {
+					if !testsupport.Poll(2*time.Minute, func() bool { _, err := os.Stat(ready); return err == nil || p.exited() }) {
+						mu.Lock()
+						failures = append(failures, fmt.Sprintf("p%d-r%d: its job did not start", i, r))
+						mu.Unlock()
+						p.cmd.Process.Kill()
+						return
+					}
+					time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+					p.cmd.Process.Kill()
+					// Reaped, not done: its output is held open by the
+					// leftover and the helper.
+					waitGone(p.cmd.Process.Pid)
+					mu.Lock()
+					kills++
+					leftovers = append(leftovers, ready)
+					mu.Unlock()
+					continue
+				}
+				select {
+				case <-p.done:
+				case <-time.After(3 * time.Minute):
+					p.cmd.Process.Kill()
+					<-p.done
+				}
+				if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("p%d-r%d: exit %d\n%s", i, r, code, p.err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, ready := range leftovers {
+		awaitLeftoverGone(t, ready)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if b, err := os.ReadFile(overlap); err == nil {
+		t.Errorf("sections overlapped:\n%s", b)
+	}
+	t.Logf("early-kill storm on etcd: %d sections, %d gpuexec SIGKILLed in their job's first 100 ms", procs*rounds, kills)
+	testsupport.Await(t, long, "the lock free once every leftover is gone", func() bool { return statusJSON(t, url)["state"] == "free" })
 }
