@@ -461,6 +461,10 @@ func look(o Options, seen []*Status) ([]*Status, bool) {
 	return fresh, false
 }
 
+// keptCheck is how often the liveness probe looks at every process of the
+// groups that alone keep a gone holder's lock held (see holderGone).
+const keptCheck = time.Second
+
 // holderGone is the liveness probe: whether the holder seen in st has
 // visibly ended (its liveness lock is free, or its pid is gone).
 func holderGone(st *Status) bool {
@@ -475,11 +479,15 @@ func holderGone(st *Status) bool {
 	}
 	if len(st.keptBy) > 0 {
 		// Only the processes of a gone holder's job keep it: a signal
-		// test of each group (zombies still answer it: a try at the
-		// poll tells them apart) instead of a try, which reads all of
-		// /proc, every probe.
+		// test of each group every probe, and a look at their
+		// processes, which reads all of /proc, once a keptCheck (a
+		// signal reaches zombies too, which keep no card).
+		full := time.Since(st.keptChecked) >= keptCheck
+		if full {
+			st.keptChecked = time.Now()
+		}
 		for _, g := range st.keptBy {
-			if proc.GroupSignalable(g) {
+			if proc.GroupSignalable(g) && (!full || proc.GroupAlive(g)) {
 				return false
 			}
 		}

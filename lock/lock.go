@@ -452,6 +452,9 @@ type Status struct {
 	// held whose holder is gone (see judge): what a waiter looks at
 	// between tries.
 	keptBy []int
+	// keptChecked is when a waiter last looked at every process of
+	// keptBy (see holderGone).
+	keptChecked time.Time
 }
 
 // Waiter is one ticket in the queue, for status displays.
