@@ -143,13 +143,14 @@ func discovered(c *cli.Context) ([]string, error) {
 	return names, nil
 }
 
-// deviceIndexes is a --gpus list with each GPU named by nvidia-smi's
+// deviceIndexes is a --gpus list (or the device of a --lock that names
+// one: flag says which, for messages) with each GPU named by nvidia-smi's
 // index, as a device's lock is (one card, one lock): a UUID, or a unique
 // prefix of one (GPU-5a6c...), is mapped to the index of the GPU it names,
 // which needs a working nvidia-smi; and where nvidia-smi answers, every
 // index must be one it lists. Without nvidia-smi indexes are taken as
 // written (lock.ParseDevices checks them).
-func deviceIndexes(c *cli.Context, list string) (string, error) {
+func deviceIndexes(c *cli.Context, flag, list string) (string, error) {
 	names := strings.Split(list, ",")
 	uuids := false
 	for i, n := range names {
@@ -166,9 +167,9 @@ func deviceIndexes(c *cli.Context, list string) (string, error) {
 	}
 	switch {
 	case uuids && s == nil:
-		return "", failed("--gpus names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v; or give the index", notFound())
+		return "", failed("%s names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v; or give the index", flag, notFound())
 	case uuids && err != nil:
-		return "", failed("--gpus names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v", err)
+		return "", failed("%s names a GPU by its UUID, which needs nvidia-smi to tell its index (one card is one lock): %v", flag, err)
 	case s == nil || err != nil && !errors.Is(err, gpu.ErrNoDevices):
 		// Nothing to check indexes against: they are what they say.
 		return strings.Join(names, ","), nil
@@ -179,7 +180,7 @@ func deviceIndexes(c *cli.Context, list string) (string, error) {
 		}
 		d, ok := gpu.Find(devs, n)
 		if !ok {
-			return "", failed("--gpus %q names no GPU nvidia-smi lists (it lists %s)", lock.SafeName(n), listedIndexes(devs))
+			return "", failed("%s: %q names no GPU nvidia-smi lists (it lists %s)", flag, lock.SafeName(n), listedIndexes(devs))
 		}
 		names[i] = strconv.Itoa(d.Index)
 	}

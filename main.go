@@ -130,7 +130,7 @@ func devices(c *cli.Context) ([]string, error) {
 	}
 	if list != "all" {
 		var err error
-		if list, err = deviceIndexes(c, list); err != nil {
+		if list, err = deviceIndexes(c, "--gpus", list); err != nil {
 			return nil, err
 		}
 	}
@@ -315,12 +315,17 @@ func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
 			return o, err
 		}
 		// A device's lock named by its path is that device of the lock
-		// beside it (gpu1.lock: --gpus 1 of gpu.lock).
-		if !etcdurl.Is(o.Path) {
-			o = o.Canonical()
+		// beside it (gpu1.lock: --gpus 1 of gpu.lock), checked as
+		// --gpus is.
+		if o.Devices == nil && !etcdurl.Is(o.Path) {
+			if o = o.Canonical(); o.Devices != nil {
+				if _, err := deviceIndexes(c, "--lock "+filepath.Base(path), o.Devices[0]); err != nil {
+					return o, err
+				}
+			}
 		}
 	}
-	return o, err
+	return o, nil
 }
 
 func runJob(c *cli.Context, argv []string, stderr io.Writer) error {

@@ -54,6 +54,12 @@ type place struct {
 	// guards on its own, so that the time Admit takes between two
 	// tries does not count against it.
 	tryWait time.Duration
+	// onPurpose says the last try, at the head of the queue, left locks
+	// that others wait for free on purpose: it waits for a lock beside
+	// them (a plain lock for a device held, devices for a plain holder)
+	// or for more of them (Need). It then tends its ticket, as a head
+	// that Admit holds up does, so that those behind do not pass it.
+	onPurpose bool
 }
 
 func (pl *place) seq() uint64 {
@@ -227,6 +233,9 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
+	if head && pl.onPurpose && pl.queued {
+		defer pl.tend()()
+	}
 	if head {
 		pl.freeSince = time.Time{}
 		if wk.watchReleases() {
@@ -461,6 +470,23 @@ func look(o Options, seen []*Status) ([]*Status, bool) {
 	return fresh, false
 }
 
+// keptGone is holderGone for a lock that only the processes of a gone
+// holder's job keep held (st.keptBy): a signal test of each group every
+// probe, and a look at their processes, which reads all of /proc, once a
+// keptCheck (a signal reaches zombies too, which keep no card).
+func keptGone(st *Status) bool {
+	full := time.Since(st.keptChecked) >= keptCheck
+	if full {
+		st.keptChecked = time.Now()
+	}
+	for _, g := range st.keptBy {
+		if proc.GroupSignalable(g) && (!full || proc.GroupAlive(g)) {
+			return false
+		}
+	}
+	return true
+}
+
 // keptCheck is how often the liveness probe looks at every process of the
 // groups that alone keep a gone holder's lock held (see holderGone).
 const keptCheck = time.Second
@@ -468,6 +494,9 @@ const keptCheck = time.Second
 // holderGone is the liveness probe: whether the holder seen in st has
 // visibly ended (its liveness lock is free, or its pid is gone).
 func holderGone(st *Status) bool {
+	if st != nil && len(st.keptBy) > 0 {
+		return keptGone(st)
+	}
 	if st != nil && st.orphan != "" {
 		// Gone, or free: the job whose record was removed ended (a try
 		// under the guard tells which).
@@ -476,22 +505,6 @@ func holderGone(st *Status) bool {
 	}
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {
 		return false
-	}
-	if len(st.keptBy) > 0 {
-		// Only the processes of a gone holder's job keep it: a signal
-		// test of each group every probe, and a look at their
-		// processes, which reads all of /proc, once a keptCheck (a
-		// signal reaches zombies too, which keep no card).
-		full := time.Since(st.keptChecked) >= keptCheck
-		if full {
-			st.keptChecked = time.Now()
-		}
-		for _, g := range st.keptBy {
-			if proc.GroupSignalable(g) && (!full || proc.GroupAlive(g)) {
-				return false
-			}
-		}
-		return true
 	}
 	if held, known, _ := probeLive(st.Path, st.Info.Token); known {
 		return !held
@@ -590,6 +603,7 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 				blockers = []*Status{cover}
 			}
 		}
+		pl.onPurpose = before <= pl.pass && len(blockers) > 0
 		if len(blockers) > 0 {
 			releaseGuards(guards)
 			return nil, append(seen, blockers...), nil
@@ -604,6 +618,7 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			free = pl.admit(o, free, seen)
 		}
 		if before > pl.pass || len(free) < t.need {
+			pl.onPurpose = before <= pl.pass && len(free) > 0
 			releaseGuards(guards)
 			return nil, seen, nil
 		}

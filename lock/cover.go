@@ -212,12 +212,13 @@ func coverBlocks(st *Status) bool {
 }
 
 // joinableCover reports whether st is a cover that a device holder may
-// join: a held cover of this host's device holders. (One held only by a
-// gone holder's job is joined too: that job's device is held by its own
-// lock, and the cover only keeps plain holders and the seed's tool out.)
+// join: a held cover whose liveness lock is held in this kernel (whatever
+// host name it gives: another container of this machine), or one of this
+// host's held only by a gone holder's job (that job's device is held by its
+// own lock; the cover only keeps plain holders and the seed's tool out).
 func joinableCover(st *Status) bool {
 	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Cover &&
-		!st.Info.Share && sameHost(st.Info.Host)
+		!st.Info.Share && (st.Reason == "" || sameHost(st.Info.Host))
 }
 
 // takeCover creates (when the lock at o.Path, settled as st, is free) or

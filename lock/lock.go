@@ -531,7 +531,10 @@ func Clear(o Options, force bool) (*Status, error) {
 	if len(o.Devices) > 0 {
 		return nil, &OptionError{Option: "devices", Problem: "clear takes one lock: give a device's lock file as the path"}
 	}
-	o, _, err := o.withDefaults()
+	if o.Need > 1 {
+		return nil, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
+	}
+	o, err := o.resolved()
 	if err != nil {
 		return nil, err
 	}

@@ -63,21 +63,32 @@ const maxDeviceName = 128
 // withDefaults checks o, fills in the defaults and resolves the path (see
 // resolve), and works out the target.
 func (o Options) withDefaults() (Options, target, error) {
-	if err := checkPath(o.Path); err != nil {
-		return o, target{}, err
-	}
-	o, err := o.withDurations()
+	o, err := o.resolved()
 	if err != nil {
 		return o, target{}, err
 	}
-	abs, err := resolve(o.Path)
-	if err != nil {
-		return o, target{}, err
-	}
-	o.Path = abs
 	o = o.Canonical()
 	t, err := o.target()
 	return o, t, err
+}
+
+// resolved is o with its path checked and resolved and its durations and
+// names checked and defaulted, its path's lock file as named (Clear's: a
+// device's lock is cleared by its own path).
+func (o Options) resolved() (Options, error) {
+	if err := checkPath(o.Path); err != nil {
+		return o, err
+	}
+	o, err := o.withDurations()
+	if err != nil {
+		return o, err
+	}
+	abs, err := resolve(o.Path)
+	if err != nil {
+		return o, err
+	}
+	o.Path = abs
+	return o, nil
 }
 
 // checkPath refuses a path that names no lock file: empty, an etcd:// URL,

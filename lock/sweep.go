@@ -52,11 +52,21 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		path := filepath.Join(dir, name)
 		switch {
 		case strings.HasPrefix(rest, liveSuffix) && validToken(rest[len(liveSuffix):]):
-			if held, known, group := probeLiveFile(path); known && held {
+			held, known, group := probeLiveFile(path)
+			switch {
+			case known && held:
 				if busy == nil {
 					busy = orphanStatus(lockPath, path, group.id)
 				}
-			} else if known && remove {
+			case known && group.id > 0 && group.since > 0 && proc.GroupAliveSince(group.id, group.since):
+				// Its holder is gone and its job closed the file, but
+				// a process of the job's group still runs.
+				if busy == nil {
+					busy = orphanStatus(lockPath, path, group.id)
+					busy.keptBy = []int{group.id}
+					busy.Reason = fmt.Sprintf("its record was removed (a forced clear?) while its job still runs: process group %d, noted in %s; the lock is free when that job ends", group.id, filepath.Base(path))
+				}
+			case known && remove:
 				removeDeadLiveFile(path)
 			}
 		case strings.HasPrefix(rest, shareSuffix) && validToken(rest[len(shareSuffix):]):
