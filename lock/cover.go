@@ -34,7 +34,7 @@ import (
 //
 // Every step runs under the path's guard, which every plain and device
 // holder takes first (a device lock named by its own path is taken as
-// device N of the lock it is beside: see DeviceLock), so the steps of the
+// device N of the lock it is beside: see Options.Canonical), so the steps of the
 // two kinds never interleave.
 
 // maxIndex is the largest device index a device's lock is named by:
@@ -51,33 +51,25 @@ func validIndex(n string) bool {
 	return err == nil && i <= maxIndex
 }
 
-// deviceLock is DeviceLock.
+// deviceLock is what Options.Canonical reads a path as: a device's lock
+// beside another lock (gpu1.lock: device "1" of gpu.lock), when its name
+// ends in a device's index before its extension, after a name of at least
+// one character that does not end in a digit.
 func deviceLock(path string) (lockPath, device string, ok bool) {
 	dir, stem, ext := deviceName(path)
-	i := len(stem)
-	for i > 0 && stem[i-1] >= '0' && stem[i-1] <= '9' {
-		i--
-	}
-	if i == 0 || i == len(stem) {
-		return "", "", false // no name before the digits, or no digits
-	}
-	dev := stem[i:]
-	if !validIndex(dev) {
+	head, dev := trailingDigits(stem)
+	if head == "" || !validIndex(dev) {
 		return "", "", false
 	}
-	return filepath.Join(dir, stem[:i]+ext), dev, true
+	return filepath.Join(dir, head+ext), dev, true
 }
 
 // misspelledDevice reports the index a lock path names with leading zeros
 // (gpu07.lock: "7"), which would be a lock of its own beside gpu7.lock.
 func misspelledDevice(path string) (string, bool) {
 	_, stem, _ := deviceName(path)
-	i := len(stem)
-	for i > 0 && stem[i-1] >= '0' && stem[i-1] <= '9' {
-		i--
-	}
-	digits := stem[i:]
-	if i == 0 || len(digits) < 2 || digits[0] != '0' {
+	head, digits := trailingDigits(stem)
+	if head == "" || len(digits) < 2 || digits[0] != '0' {
 		return "", false
 	}
 	n, err := strconv.Atoi(digits)
@@ -85,6 +77,33 @@ func misspelledDevice(path string) (string, bool) {
 		return "", false
 	}
 	return strconv.Itoa(n), true
+}
+
+// trailingDigits splits s into what comes before the decimal digits it
+// ends in, and those digits.
+func trailingDigits(s string) (head, digits string) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	return s[:i], s[i:]
+}
+
+// deviceOf reads a file name as one of a device's lock files beside a lock
+// whose name is stem+ext: stem, the device's index, ext, then tail (""
+// for the lock file itself).
+func deviceOf(stem, ext, name string) (dev, tail string, ok bool) {
+	rest, ok := strings.CutPrefix(name, stem)
+	if !ok {
+		return "", "", false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	dev = rest[:i]
+	tail, ok = strings.CutPrefix(rest[i:], ext)
+	return dev, tail, ok && validIndex(dev)
 }
 
 // devicesBeside are the devices whose locks beside the lock at lockPath are
@@ -100,17 +119,8 @@ func devicesBeside(lockPath string) (paths, names []string, err error) {
 	}
 	seen := map[string]bool{}
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), stem)
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		i := 0
-		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-			i++
-		}
-		dev := rest[:i]
-		tail, ok := strings.CutPrefix(rest[i:], ext)
-		if !ok || !validIndex(dev) || seen[dev] || !lockOrLeftover(tail) {
+		dev, tail, ok := deviceOf(stem, ext, e.Name())
+		if !ok || !e.Type().IsRegular() || seen[dev] || !lockOrLeftover(tail) {
 			continue
 		}
 		seen[dev] = true
@@ -142,19 +152,11 @@ func lockOrLeftover(tail string) bool {
 // lockPath, or one of its liveness files, by name.
 func besideLock(lockPath, path string) bool {
 	dir, stem, ext := deviceName(lockPath)
-	rest, ok := strings.CutPrefix(path, filepath.Join(dir, stem))
-	if !ok {
+	if filepath.Clean(dir) != filepath.Dir(path) {
 		return false
 	}
-	i := 0
-	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-		i++
-	}
-	if !validIndex(rest[:i]) {
-		return false
-	}
-	rest, ok = strings.CutPrefix(rest[i:], ext)
-	return ok && (rest == "" || strings.HasPrefix(rest, liveSuffix))
+	_, tail, ok := deviceOf(stem, ext, filepath.Base(path))
+	return ok && (tail == "" || strings.HasPrefix(tail, liveSuffix))
 }
 
 // settleBeside settles, for a plain lock at o.Path (whose guard the caller

@@ -242,3 +242,52 @@ func TestDeviceJobWithoutItsRecordKeepsThePlainLock(t *testing.T) {
 	}
 	h.Release()
 }
+
+// Names alone say which files are a device's lock beside a lock: its index
+// between the lock's name and extension, and for the waker its liveness
+// files too; and which paths name a device's lock (Canonical).
+func TestDeviceLockNames(t *testing.T) {
+	dir := filepath.FromSlash("/l")
+	lock := filepath.Join(dir, "gpu.lock")
+	for _, tt := range []struct {
+		name   string
+		beside bool
+	}{
+		{"gpu0.lock", true},
+		{"gpu12.lock", true},
+		{"gpu1.lock.live-0123456789abcdef", true},
+		{"gpu.lock", false},
+		{"gpu07.lock", false},
+		{"gpu64.lock", false},
+		{"gpu1.lock.ticket-00000000000000000001", false},
+		{"gpu1.lock.guard", false},
+		{"gpuA.lock", false},
+		{"gpu1.lck", false},
+		{"other1.lock", false},
+	} {
+		if got := besideLock(lock, filepath.Join(dir, tt.name)); got != tt.beside {
+			t.Errorf("besideLock(%s, %s) = %v, want %v", lock, tt.name, got, tt.beside)
+		}
+	}
+	if besideLock(lock, filepath.Join(dir, "sub", "gpu0.lock")) {
+		t.Error("a device lock in another folder is beside the lock")
+	}
+	for _, tt := range []struct {
+		path, lock, dev string
+	}{
+		{"/l/gpu1.lock", "/l/gpu.lock", "1"},
+		{"/l/gpu12.lock", "/l/gpu.lock", "12"},
+		{"/l/render-v2.lock", "/l/render-v.lock", "2"},
+		{"/l/gpu3", "/l/gpu", "3"},
+		{"/l/gpu.a1.lock", "/l/gpu.a.lock", "1"},
+		{"/l/gpu.lock", "", ""},
+		{"/l/gpu07.lock", "", ""},
+		{"/l/gpu64.lock", "", ""},
+		{"/l/7.lock", "", ""},
+	} {
+		lock, dev, ok := deviceLock(filepath.FromSlash(tt.path))
+		if want := tt.dev != ""; ok != want || lock != filepath.FromSlash(tt.lock) || dev != tt.dev {
+			t.Errorf("deviceLock(%s) = %s, %s, %v; want %s, %s", tt.path, lock, dev, ok, tt.lock, tt.dev)
+		}
+	}
+}

@@ -188,11 +188,14 @@ func deviceFile(path, n string) string {
 	return filepath.Join(dir, stem+n+ext)
 }
 
-// Canonical is o with a Path that names a device's lock (see DeviceLock)
-// and no Devices made the lock it is beside, with that one device:
-// gpu1.lock is GPU 1 of gpu.lock, queued for with every other job of that
-// lock, and excluded as its GPU 1 (see Options.Devices). Other Options are
-// returned as they are. Acquire, TryAcquire and Inspect take Options so.
+// Canonical is o with a Path that names a device's lock, and no Devices,
+// made the lock it is beside with that one device: a name that ends in a
+// device's index (0 to 63, no leading zeros) before its extension, after a
+// name that does not end in a digit. gpu1.lock is GPU 1 of gpu.lock,
+// queued for with every other job of that lock and excluded as its GPU 1
+// (see Options.Devices). Other Options are returned as they are. Acquire,
+// TryAcquire and Inspect take Options so; Clear takes a device's lock by
+// its own path.
 func (o Options) Canonical() Options {
 	if len(o.Devices) > 0 {
 		return o
