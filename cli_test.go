@@ -143,8 +143,16 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
+	return code
 }
+
+// afterTests run once every test has: they remove what tests share
+// outside their own temporary folders.
+var afterTests []func()
 
 // gpuexecCmd is gpuexec with args and, on top of testsupport.Env, env.
 func gpuexecCmd(env []string, args ...string) *exec.Cmd {

@@ -116,6 +116,7 @@ func sharedGpuexec(t *testing.T) string {
 	sharedOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "gpuexec-users-")
 		if err == nil {
+			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
 			err = os.Chmod(dir, 0o755)
 		}
 		if err != nil {
