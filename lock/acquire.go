@@ -587,14 +587,16 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		// device locks beside it keep each other from being taken.
 		var cover *Status
 		var blockers []*Status
-		if t.names == nil {
+		if t.names == nil && !plainHeld(seen[0]) {
+			// (A plain lock held for itself is waited for first: its
+			// devices cannot be taken meanwhile.)
 			var inner []*guard
 			if blockers, inner, err = settleBeside(ctx, o); err != nil {
 				releaseGuards(guards)
 				return nil, nil, err
 			}
 			guards = append(guards, inner...)
-		} else {
+		} else if t.names != nil {
 			if cover, err = settle(o, o.Path); err != nil {
 				releaseGuards(guards)
 				return nil, nil, err
