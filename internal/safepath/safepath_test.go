@@ -75,6 +75,8 @@ func TestDir(t *testing.T) {
 		{"another user's folder in a sticky folder", theirsInSticky, false, false, "", "uid 4242"},
 		{"a new folder in a sticky folder", filepath.Join(sticky, "new"), true, false, filepath.Join(sticky, "new"), ""},
 		{"another user's folder", filepath.Join(theirs, "x"), false, false, "", "belongs to another user (uid 4242)"},
+		{"another user's folder, for a log", theirs, false, true, "", "belongs to another user (uid 4242), who could put a link"},
+		{"another user's folder, for a lock", theirs, false, false, theirs, ""},
 		{"my link", myLink, false, false, private, ""},
 		{"another user's link", theirLink, false, false, "", "symbolic link of another user"},
 		{"a missing folder, not created", filepath.Join(private, "a", "b"), false, false, filepath.Join(private, "a", "b"), ""},

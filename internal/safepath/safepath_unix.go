@@ -18,7 +18,7 @@ const maxLinks = 40
 // Dir resolves the absolute folder dir as the package says, creating the
 // folders that are missing when create is set (each in a folder already
 // found safe; 0755 as the umask has it). With private, dir itself must be
-// writable by nobody else either (a log file's folder). Without create, a
+// this user's or root's and writable by nobody else (a log file's folder). Without create, a
 // missing part is returned as it is: nothing is there to be redirected.
 func Dir(dir string, create, private bool) (string, error) {
 	if !filepath.IsAbs(dir) {
@@ -143,11 +143,21 @@ func entryIn(dir string, owner, uid uint32, name string) error {
 	}
 }
 
-// privateDir checks that nobody but its owner may write dir.
+// privateDir checks that dir is this user's or root's, and that nobody
+// else may write it: its owner, or anyone who may write it, could put a
+// link, a FIFO or another file in the place of a file in it.
 func privateDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot tell its owner", dir)
+	}
+	if int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+		return &Error{Path: dir, Owner: int(st.Uid),
+			Why: fmt.Sprintf("belongs to another user (uid %d), who could put a link or another file in the file's place", st.Uid)}
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return &Error{Path: dir, Owner: -1,
