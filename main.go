@@ -394,7 +394,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err := cfg.CheckGPUs(context.Background()); err != nil {
 		return optionFailed(err)
 	}
-	logger, closeLog, err := newLogger(c, stderr)
+	logger, closeLog, err := newLogger(c, stderr, jobFields(o))
 	if err != nil {
 		return err
 	}
@@ -430,8 +430,9 @@ func jobFields(o lock.Options) []any {
 // newLogger builds the root logger: lines on stderr in --log-format and,
 // with --log, a file (in --log-format, or JSON with --log-json) that gets
 // the same lines, rotated by size. Several gpuexec processes may name the
-// same file: see package logfile.
-func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(), error) {
+// same file: see package logfile. What becomes of the file is said on
+// stderr alone (see logSink), in lines that carry fields.
+func newLogger(c *cli.Context, stderr io.Writer, fields []any) (hclog.InterceptLogger, func(), error) {
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
 		return nil, nil, failed("--log-level must be trace, debug, info, warn, error or off, got %q", c.String("log-level"))
@@ -465,18 +466,29 @@ func newLogger(c *cli.Context, stderr io.Writer) (hclog.InterceptLogger, func(),
 	if maxSize == 0 {
 		maxSize = 100 // as lumberjack, which gpuexec used before, took 0
 	}
+	sink := &logSink{
+		warn: hclog.New(&hclog.LoggerOptions{
+			Name:       "gpuexec.log",
+			Level:      level,
+			Output:     stderr,
+			JSONFormat: format == "json",
+		}).With(fields...),
+		said: map[string]bool{},
+	}
 	file, err := logfile.Open(path, logfile.Options{
-		MaxSize:    maxSize << 20,
-		MaxBackups: c.Int("log-max-backups"),
-		MaxAge:     time.Duration(c.Int("log-max-age")) * 24 * time.Hour,
+		MaxSize:      maxSize << 20,
+		MaxBackups:   c.Int("log-max-backups"),
+		MaxAge:       time.Duration(c.Int("log-max-age")) * 24 * time.Hour,
+		RotateFailed: sink.rotateFailed,
 	})
 	if err != nil {
 		return nil, nil, failed("--log: %v", err)
 	}
+	sink.file = file
 	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{
 		Name:       "gpuexec",
 		Level:      level,
-		Output:     file,
+		Output:     sink,
 		JSONFormat: format == "json" || c.Bool("log-json"),
 	}))
 	return logger, func() { file.Close() }, nil

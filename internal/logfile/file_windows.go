@@ -3,46 +3,71 @@
 package logfile
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"golang.org/x/sys/windows"
 )
 
-// openAppend opens the log at path for appending, creating it with perm if
-// missing, and returns it with its state. A link or other reparse point, a
-// folder or a device (NUL, a named pipe) at path is refused.
-func openAppend(path string, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+// openFile opens the file at path with flag, creating it with perm if flag
+// says so, and returns it with its state. A link or other reparse point, a
+// folder or a device (NUL, a named pipe) at path is errNotRegular.
+func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, perm)
+	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
 	}
 	return f, fi, nil
 }
 
 // openSidecar opens (creating) the sidecar whose lock the writers take.
+// Who else may open it is the folder's ACL's business, which it inherits.
 func openSidecar(path string) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, _, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	return f, err
 }
 
-// lockFile takes an exclusive LockFileEx lock on f's first byte, waiting
-// for it: os.OpenFile's handles are synchronous, so LockFileEx returns once
-// the lock is had. The sidecar holds no content, so the lock (mandatory on
-// Windows) keeps nobody from reading anything.
-func lockFile(f *os.File) error {
-	return windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK, 0, 1, 0, &windows.Overlapped{})
+// identity is what tells f's file from any other (its volume and file
+// index), and how many names it has.
+func identity(f *os.File) (string, uint64, error) {
+	var d windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &d); err != nil {
+		return "", 0, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return fmt.Sprintf("%x:%x:%x", d.VolumeSerialNumber, d.FileIndexHigh, d.FileIndexLow), uint64(d.NumberOfLinks), nil
+}
+
+// lockPause is how often lockWithin tries again.
+const lockPause = 5 * time.Millisecond
+
+// lockWithin takes an exclusive LockFileEx lock on f's first byte, trying
+// every lockPause for at most d (ErrBusy): os.OpenFile's handles are
+// synchronous, and a blocking LockFileEx on one cannot be given up. The
+// lock (mandatory on Windows) keeps other processes from the sidecar's
+// first byte while a writer holds it; they read it only when they hold it.
+func lockWithin(f *os.File, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &windows.Overlapped{})
+		if !errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			return ErrBusy
+		}
+		time.Sleep(lockPause)
+	}
 }
 
 func unlockFile(f *os.File) error {

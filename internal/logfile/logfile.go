@@ -33,6 +33,42 @@ import (
 	"time"
 )
 
+// LockSuffix names the sidecar whose kernel lock the writers take: "<log>.lock".
+// It is created beside the log, for its owner alone (0600), and left there;
+// it holds the identity of the file the log is now (see File), no more.
+const LockSuffix = ".lock"
+
+// LockWait bounds how long a Write waits for the sidecar's lock. Writers
+// hold it for one append (and now and then a rotation), microseconds: a
+// wait this long means that a writer is stopped, or that some other program
+// holds the lock, and gpuexec must not keep a GPU waiting on its log. Long
+// enough for any number of cron jobs writing at once on a loaded machine.
+const LockWait = 1500 * time.Millisecond
+
+// maxBackupTries bounds the search for a free rotated name: one a
+// millisecond after the other (a second of rotations).
+const maxBackupTries = 1000
+
+// backupTimeFormat is lumberjack's: the rotation time in a rotated file's
+// name.
+const backupTimeFormat = "2006-01-02T15-04-05.000"
+
+// ErrBusy is the error (errors.Is) of a Write that could not take the
+// sidecar's lock within LockWait. The File is given up: that Write and
+// every later one fail with it, and nothing more is written.
+var ErrBusy = errors.New("its lock is held by another process")
+
+// ErrReplaced is the error (errors.Is) of a Write that found at the log's
+// path a file that is not the log: another file renamed or linked there
+// (not the one first opened, nor one that a writer of this log created
+// when it rotated it), a file with other names (a hard link), or a link,
+// folder or device. Nothing is written into it; the File is given up: that
+// Write and every later one fail with it.
+var ErrReplaced = errors.New("the file there is not the log")
+
+// errNotRegular is what openFile says of anything but a regular file.
+var errNotRegular = errors.New("not a regular file")
+
 // Options say when the file is rotated and how many rotated files are kept.
 type Options struct {
 	// MaxSize is the most bytes the file holds: a write that would take it
@@ -45,79 +81,147 @@ type Options struct {
 	// MaxAge removes rotated files older than this (by the time in their
 	// name); 0 keeps them whatever their age.
 	MaxAge time.Duration
+	// RotateFailed, if set, is told why a rotation that was due could not
+	// be done (no free rotated name, a name too long for the file system,
+	// on Windows another program holding the file): the record is then
+	// appended to the full file, and the next write tries again. It is
+	// called with the sidecar locked, from Write, and must not write to
+	// this File.
+	RotateFailed func(error)
 }
-
-// LockSuffix names the sidecar whose kernel lock the writers of a log
-// take: "<log>.lock". It is created beside the log, empty, and left there.
-const LockSuffix = ".lock"
-
-// backupTimeFormat is lumberjack's: the rotation time in a rotated file's
-// name.
-const backupTimeFormat = "2006-01-02T15-04-05.000"
 
 // File is a log file opened for appending by any number of processes. Its
 // methods are safe for concurrent use. Each Write is one record (a log
 // line): it lands whole, after every record written before it by any
-// process, in one file.
+// process, in one file, or not at all.
+//
+// The log is opened by name for each record; a File writes only into the
+// file it first opened, or into one that a writer of this log (any process,
+// under the sidecar's lock) created in its place when it rotated it, which
+// that writer names in the sidecar. Any other file found at the path is
+// ErrReplaced.
 type File struct {
 	path string
 	o    Options
 	mu   sync.Mutex
-	lk   *os.File // the sidecar; nil once closed
+	lk   *os.File // the sidecar; nil once closed or given up
+	gone error    // why the File was given up (ErrBusy, ErrReplaced)
+	id   string   // the identity of the log as last found (see identity)
+	perm fs.FileMode
 }
 
 // Open opens the log at path, creating it and its sidecar if missing. path
-// must name a regular file or nothing; it is never followed if it is a
-// symbolic link (see openAppend). The folder must exist.
+// must name a regular file with no other name, or nothing; it is never
+// followed if it is a symbolic link, nor waited on if it is a FIFO. The
+// sidecar, if there, must be the caller's own: it is tightened to its owner
+// alone if others may open it. The folder must exist. If the sidecar's lock
+// cannot be had within LockWait, the File returned is given up already:
+// its first Write says ErrBusy.
 func Open(path string, o Options) (*File, error) {
+	// The log first, so that a refused one leaves no sidecar behind.
+	out, _, err := openFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if errors.Is(err, errNotRegular) {
+		return nil, fmt.Errorf("%s: not a regular file (a link, a folder or a device)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, links, err := identity(out)
+	out.Close()
+	if err != nil {
+		return nil, err
+	}
+	if links != 1 {
+		return nil, fmt.Errorf("%s: not a file of its own (it has %d names)", path, links)
+	}
 	lk, err := openSidecar(path + LockSuffix)
 	if err != nil {
 		return nil, err
 	}
-	f, _, err := openAppend(path, 0o644)
+	f := &File{path: path, o: o, lk: lk, perm: 0o644}
+	if err := lockWithin(lk, LockWait); err != nil {
+		lk.Close()
+		if errors.Is(err, ErrBusy) {
+			f.lk, f.gone = nil, fmt.Errorf("%s: %w for over %s", lk.Name(), err, LockWait)
+			return f, nil
+		}
+		return nil, fmt.Errorf("locking %s: %w", lk.Name(), err)
+	}
+	out, _, err = f.openLog(true)
+	unlockFile(lk)
 	if err != nil {
 		lk.Close()
+		if errors.Is(err, ErrReplaced) {
+			return nil, fmt.Errorf("%s changed while it was opened: %w", path, err)
+		}
 		return nil, err
 	}
-	f.Close()
-	return &File{path: path, o: o, lk: lk}, nil
+	out.Close()
+	return f, nil
 }
 
 // Path is the log's path.
 func (f *File) Path() string { return f.path }
 
 // Write appends p, one record, to the log, rotating it first if p would
-// take it past Options.MaxSize. A rotation that fails (on Windows, another
-// program holding the file open without sharing its deletion) is given up
-// and the record appended to the full file; the next write tries again.
+// take it past Options.MaxSize. A rotation that cannot be done is told to
+// Options.RotateFailed and the record appended to the full file. A record
+// cut short (a full disk) is taken back: the file is truncated to its size
+// before the write, n is 0 and the error says why. ErrBusy and ErrReplaced
+// give the File up (see them).
 func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.gone != nil {
+		return 0, f.gone
+	}
 	if f.lk == nil {
 		return 0, os.ErrClosed
 	}
-	if err := lockFile(f.lk); err != nil {
-		return 0, fmt.Errorf("logfile: locking %s: %w", f.lk.Name(), err)
-	}
-	defer unlockFile(f.lk)
-	out, fi, err := openAppend(f.path, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	if f.o.MaxSize > 0 && fi.Size() > 0 && fi.Size()+int64(len(p)) > f.o.MaxSize {
-		out, err = f.rotate(out, fi)
-		if err != nil {
-			return 0, err
-		}
-	}
-	n, err := out.Write(p)
-	if cerr := out.Close(); err == nil {
-		err = cerr
+	n, err := f.write(p)
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrReplaced) {
+		// Closing the sidecar also lets go of a lock had late (see
+		// lockWithin).
+		f.lk.Close()
+		f.lk, f.gone = nil, err
 	}
 	return n, err
 }
 
-// Close lets go of the sidecar. Later writes fail with os.ErrClosed.
+// write is Write with f.mu held and f open.
+func (f *File) write(p []byte) (int, error) {
+	if err := lockWithin(f.lk, LockWait); err != nil {
+		if errors.Is(err, ErrBusy) {
+			return 0, fmt.Errorf("%s: %w for over %s", f.lk.Name(), err, LockWait)
+		}
+		return 0, fmt.Errorf("locking %s: %w", f.lk.Name(), err)
+	}
+	defer unlockFile(f.lk)
+	out, size, err := f.openLog(false)
+	if err != nil {
+		return 0, err
+	}
+	if f.o.MaxSize > 0 && size > 0 && size+int64(len(p)) > f.o.MaxSize {
+		if out, size, err = f.rotate(out); err != nil {
+			return 0, err
+		}
+	}
+	defer out.Close()
+	n, err := out.Write(p)
+	if err == nil {
+		return n, nil
+	}
+	err = fmt.Errorf("writing %s: %w", f.path, err)
+	if n > 0 {
+		if terr := out.Truncate(size); terr != nil {
+			return n, fmt.Errorf("%w; %d bytes of a record stay at its end: %w", err, n, terr)
+		}
+	}
+	return 0, err
+}
+
+// Close lets go of the sidecar. Later writes fail with os.ErrClosed (or
+// with the error that gave the File up).
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -129,23 +233,90 @@ func (f *File) Close() error {
 	return err
 }
 
-// rotate renames the full log (open as out, stat fi) to a backup name and
-// returns the fresh log open for appending, then removes the backups that
-// are too many or too old. Call with the sidecar locked. If the rename
-// fails, the full log is returned, open.
-func (f *File) rotate(out *os.File, fi fs.FileInfo) (*os.File, error) {
-	out.Close()
-	backup := f.freeBackupName(time.Now())
-	if err := os.Rename(f.path, backup); err != nil {
-		full, _, err := openAppend(f.path, fi.Mode().Perm())
-		return full, err
+// openLog opens the log by name for appending and returns it with its
+// size, creating it if missing. Call with the sidecar locked. A file there
+// that is not the log (see File; on the first open, any regular file with
+// one name is) is ErrReplaced.
+func (f *File) openLog(first bool) (*os.File, int64, error) {
+	out, fi, err := openFile(f.path, os.O_WRONLY|os.O_APPEND, 0)
+	created := false
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed, or just rotated: a file created here now, under the
+		// lock, is the log.
+		out, fi, err = openFile(f.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, f.perm)
+		created = true
 	}
-	fresh, _, err := openAppend(f.path, fi.Mode().Perm())
+	if errors.Is(err, errNotRegular) {
+		return nil, 0, fmt.Errorf("%s: %w (%w)", f.path, ErrReplaced, err)
+	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	id, links, err := identity(out)
+	if err != nil {
+		out.Close()
+		return nil, 0, err
+	}
+	switch {
+	case created:
+		f.record(id)
+	case links != 1:
+		out.Close()
+		return nil, 0, fmt.Errorf("%s: %w (it has %d names)", f.path, ErrReplaced, links)
+	case !first && id != f.id && id != f.recorded():
+		out.Close()
+		return nil, 0, fmt.Errorf("%s: %w (another file was put in its place)", f.path, ErrReplaced)
+	}
+	f.id, f.perm = id, fi.Mode().Perm()
+	return out, fi.Size(), nil
+}
+
+// record names id in the sidecar as the log's file now, for the other
+// writers' openLog. Call with the sidecar locked. Should it fail, the
+// other writers find a file they do not know and give the log up: they
+// write into nothing but the log.
+func (f *File) record(id string) {
+	b := []byte(id + "\n")
+	if _, err := f.lk.WriteAt(b, 0); err == nil {
+		f.lk.Truncate(int64(len(b)))
+	}
+}
+
+// recorded is the identity the sidecar names ("" if none). Call with the
+// sidecar locked.
+func (f *File) recorded() string {
+	var b [128]byte
+	n, _ := f.lk.ReadAt(b[:], 0)
+	s, ok := strings.CutSuffix(string(b[:n]), "\n")
+	if !ok {
+		return ""
+	}
+	return s
+}
+
+// rotate renames the full log (open as out) to a backup name and returns
+// the fresh log open for appending, with its size, then removes the
+// backups that are too many or too old. Call with the sidecar locked. If
+// it cannot be renamed, Options.RotateFailed is told why and the full log
+// is returned.
+func (f *File) rotate(out *os.File) (*os.File, int64, error) {
+	out.Close() // Windows renames no file open without FILE_SHARE_DELETE
+	backup, err := f.freeBackupName(time.Now())
+	if err == nil {
+		err = os.Rename(f.path, backup)
+	}
+	if err != nil {
+		if f.o.RotateFailed != nil {
+			f.o.RotateFailed(err)
+		}
+		return f.openLog(false)
+	}
+	fresh, size, err := f.openLog(false)
+	if err != nil {
+		return nil, 0, err
 	}
 	f.prune(time.Now())
-	return fresh, nil
+	return fresh, size, nil
 }
 
 // backupName is the name the log gets when rotated at t, as lumberjack
@@ -160,15 +331,22 @@ func backupName(path string, t time.Time) string {
 // freeBackupName is backupName at t, or at the first millisecond after it
 // that names no file: two rotations within one millisecond must not make
 // the second overwrite the first's backup. (Only a process holding the
-// sidecar's lock rotates, so the name stays free until it is used.)
-func (f *File) freeBackupName(t time.Time) string {
-	for {
+// sidecar's lock rotates, so the name stays free until it is used.) It
+// gives up on any error but "no such file" (a name too long for the file
+// system), and after maxBackupTries names taken.
+func (f *File) freeBackupName(t time.Time) (string, error) {
+	for range maxBackupTries {
 		name := backupName(f.path, t)
-		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-			return name
+		_, err := os.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
 		}
 		t = t.Add(time.Millisecond)
 	}
+	return "", fmt.Errorf("%s: %d rotated names in a row are taken", f.path, maxBackupTries)
 }
 
 // backup is a rotated file found beside the log.

@@ -290,8 +290,8 @@ func TestBackupNamesDoNotCollide(t *testing.T) {
 	if err := os.WriteFile(taken, []byte(line(9, 0)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.freeBackupName(at); got == taken || got != backupName(path, at.Add(time.Millisecond)) {
-		t.Errorf("freeBackupName = %q with %q taken", got, taken)
+	if got, err := f.freeBackupName(at); err != nil || got == taken || got != backupName(path, at.Add(time.Millisecond)) {
+		t.Errorf("freeBackupName = %q, %v with %q taken", got, err, taken)
 	}
 }
 
