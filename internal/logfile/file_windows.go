@@ -5,6 +5,7 @@ package logfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -15,11 +16,16 @@ import (
 // openFile opens the file at path with flag, creating it with perm if flag
 // says so, and returns it with its state. A link or other reparse point, a
 // folder or a device (NUL, a named pipe) at path is errNotRegular.
+//
+// O_APPEND is done here by hand, by opening for writing and moving to the
+// end: a handle opened with O_APPEND lacks FILE_WRITE_DATA and so cannot
+// truncate, which File.Write does to take back a record cut short. The log
+// is written only under the sidecar's lock, so its end stays its end.
 func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
 	}
-	f, err := os.OpenFile(path, flag, perm)
+	f, err := os.OpenFile(path, flag&^os.O_APPEND, perm)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -27,6 +33,12 @@ func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, e
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
+	}
+	if flag&os.O_APPEND != 0 {
+		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
 	}
 	return f, fi, nil
 }

@@ -19,6 +19,14 @@
 // Rotated files are named as lumberjack names them, so that tools and
 // habits built on its names keep working: gpuexec.log becomes
 // gpuexec-2026-10-12T20-18-03.000.log (the time of the rotation, UTC).
+//
+// Nothing here waits without a bound or writes where it should not: the
+// sidecar is its owner's alone (0600), so nobody else can take its lock,
+// and a write waits for it at most LockWait (ErrBusy); the log is never
+// followed if a link nor waited on if a FIFO, and a file found in its place
+// is never written (ErrReplaced); a record cut short (a full disk) is
+// taken back; a rotation that cannot be done is said (Options.RotateFailed)
+// and never retried in a loop. What to tell the user is the caller's.
 package logfile
 
 import (
