@@ -68,13 +68,9 @@ func openSidecar(path string) (*os.File, error) {
 	return f, nil
 }
 
-// identity is what tells f's file from any other, while it exists (its
-// device and inode), and how many names it has.
-func identity(f *os.File) (string, uint64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return "", 0, err
-	}
+// identity is what tells the file f, whose state is fi, from any other
+// while it exists (its device and inode), and how many names it has.
+func identity(f *os.File, fi fs.FileInfo) (string, uint64, error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return "", 0, fmt.Errorf("%s: cannot tell its identity", f.Name())
@@ -90,6 +86,9 @@ func identity(f *os.File) (string, uint64, error) {
 // after ErrBusy), that lets go of the lock at once, as the kernel releases
 // a flock with the last descriptor of its open file.
 func lockWithin(f *os.File, d time.Duration) error {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return nil // free: no wait to bound
+	}
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return err

@@ -50,9 +50,9 @@ func openSidecar(path string) (*os.File, error) {
 	return f, err
 }
 
-// identity is what tells f's file from any other (its volume and file
+// identity is what tells the file f from any other (its volume and file
 // index), and how many names it has.
-func identity(f *os.File) (string, uint64, error) {
+func identity(f *os.File, _ fs.FileInfo) (string, uint64, error) {
 	var d windows.ByHandleFileInformation
 	if err := windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &d); err != nil {
 		return "", 0, fmt.Errorf("%s: %w", f.Name(), err)

@@ -126,21 +126,25 @@ type File struct {
 // cannot be had within LockWait, the File returned is given up already:
 // its first Write says ErrBusy.
 func Open(path string, o Options) (*File, error) {
-	// The log first, so that a refused one leaves no sidecar behind.
-	out, _, err := openFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if errors.Is(err, errNotRegular) {
+	// The log first, so that a refused one leaves no sidecar behind. One
+	// missing is made below, under the lock, and named in the sidecar for
+	// the other writers (see openLog).
+	out, fi, err := openFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, errNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file (a link, a folder or a device)", path)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
-	}
-	_, links, err := identity(out)
-	out.Close()
-	if err != nil {
-		return nil, err
-	}
-	if links != 1 {
-		return nil, fmt.Errorf("%s: not a file of its own (it has %d names)", path, links)
+	default:
+		_, links, err := identity(out, fi)
+		out.Close()
+		if err != nil {
+			return nil, err
+		}
+		if links != 1 {
+			return nil, fmt.Errorf("%s: not a file of its own (it has %d names)", path, links)
+		}
 	}
 	lk, err := openSidecar(path + LockSuffix)
 	if err != nil {
@@ -260,7 +264,7 @@ func (f *File) openLog(first bool) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	id, links, err := identity(out)
+	id, links, err := identity(out, fi)
 	if err != nil {
 		out.Close()
 		return nil, 0, err

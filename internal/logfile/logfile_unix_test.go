@@ -209,6 +209,12 @@ func TestReplacedLog(t *testing.T) {
 		{"symbolic link", func(t *testing.T, log, victim string) { must(t, os.Remove(log)); must(t, os.Symlink(victim, log)) }, true},
 		{"fifo", func(t *testing.T, log, victim string) { must(t, os.Remove(log)); must(t, syscall.Mkfifo(log, 0o644)) }, true},
 		{"removed", func(t *testing.T, log, victim string) { must(t, os.Remove(log)) }, false},
+		{"removed, and made again by another writer", func(t *testing.T, log, victim string) {
+			must(t, os.Remove(log))
+			g, err := Open(log, Options{})
+			must(t, err)
+			must(t, g.Close())
+		}, false},
 		{"rotated by another writer", func(t *testing.T, log, victim string) {
 			g, err := Open(log, Options{MaxSize: lineLen})
 			must(t, err)
