@@ -310,3 +310,23 @@ func TestClosed(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// The search for a free rotated name ends after maxBackupTries names taken
+// (one too long for the file system: TestRotationThatCannotHappen).
+func TestBackupNameSearchEnds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpuexec.log")
+	f, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := time.Now()
+	for i := range maxBackupTries {
+		if err := os.WriteFile(backupName(path, at.Add(time.Duration(i)*time.Millisecond)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if name, err := f.freeBackupName(at); err == nil {
+		t.Errorf("freeBackupName = %q with every name taken", name)
+	}
+}
