@@ -259,7 +259,7 @@ func (f *File) openLog(first bool) (*os.File, int64, error) {
 		created = true
 	}
 	if errors.Is(err, errNotRegular) {
-		return nil, 0, fmt.Errorf("%s: %w (%w)", f.path, ErrReplaced, err)
+		return nil, 0, fmt.Errorf("%s: %w (a link, a folder or a device: %w)", f.path, ErrReplaced, errNotRegular)
 	}
 	if err != nil {
 		return nil, 0, err
