@@ -73,6 +73,9 @@ type Fixture struct {
 	// AppsFail, when set, is what --query-compute-apps prints before it
 	// exits 15, while --query-gpu answers.
 	AppsFail string
+	// Raw, when set, is what every query prints, exiting 0: an
+	// answer that is not what was asked.
+	Raw string
 	// Flood, when not 0, is how many bytes of rows every query prints
 	// (the frame's first row, over and over) before it exits 0: an
 	// answer no real driver gives.
@@ -172,6 +175,9 @@ func answer(path string, args []string) (string, int) {
 	if f.Exit != 0 {
 		os.Stderr.WriteString(f.Stderr)
 		return f.Stdout, f.Exit
+	}
+	if f.Raw != "" {
+		return f.Raw, 0
 	}
 	var kind, fields string
 	format := ""
