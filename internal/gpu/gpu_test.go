@@ -467,6 +467,8 @@ func TestProcessRowsAreStrict(t *testing.T) {
 		{"a line of fewer fields", fmt.Sprintf("%s, %d, 100\n50000, python\n", u, self), nil},
 		{"a pid that is no number", u + ", python, 100\n", nil},
 		{"a negative pid", u + ", -4, 100\n", nil},
+		{"a pid with a sign", u + ", +4, 100\n", nil},
+		{"memory with a sign", fmt.Sprintf("%s, %d, +100\n", u, self), nil},
 		{"a pid too large", u + ", 99999999999999999999, 100\n", nil},
 		{"memory that is no number", fmt.Sprintf("%s, %d, lots\n", u, self), nil},
 		{"a UUID with a space", fmt.Sprintf("GPU 1, %d, 100\n", self), nil},
@@ -486,6 +488,26 @@ func TestProcessRowsAreStrict(t *testing.T) {
 			}
 			if err != nil || !slices.Equal(ps, c.want) {
 				t.Fatalf("processes %+v, %v; want %+v", ps, err, c.want)
+			}
+		})
+	}
+}
+
+// A device's row is read as strictly: a line of fewer fields is no part of
+// the card's name before it.
+func TestDeviceRowsAreStrict(t *testing.T) {
+	row := "0, " + gputest.UUID0 + ", 10240, 0, 10000, 240, [N/A], NVIDIA GeForce RTX 3080\n"
+	for _, c := range []struct{ name, raw string }{
+		{"a line of fewer fields", row + "1, GPU-x, 10240\n"},
+		{"a UUID with a space", strings.Replace(row, "GPU-", "GPU ", 1)},
+		{"an index with a sign", "+" + row},
+		{"an index too large", "99999999, " + row[3:]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Raw: c.raw})
+			devs, err := s.Devices(context.Background())
+			if !errors.Is(err, ErrOutput) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("devices %+v, error %v; want one line of ErrOutput", devs, err)
 			}
 		})
 	}
