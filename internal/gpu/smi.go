@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,14 +161,14 @@ func (s *SMI) Devices(ctx context.Context) ([]Device, error) {
 
 // device reads one row of --query-gpu, whose fields are at col.
 func device(r []string, col map[string]int) (Device, error) {
-	idx, err := strconv.Atoi(r[col["index"]])
-	if err != nil || idx < 0 {
-		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(r[col["index"]]))
+	idx, ok := decimal(r[col["index"]])
+	if !ok || idx > 1<<20 {
+		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(clip(r[col["index"]])))
 	}
 	if !isIdentifier(r[col["uuid"]]) {
 		return Device{}, fmt.Errorf("%w: %q is not a GPU's UUID", ErrOutput, printable(clip(r[col["uuid"]])))
 	}
-	d := Device{Index: idx, UUID: r[col["uuid"]], Name: printable(r[col["name"]]), MIG: MIGOff}
+	d := Device{Index: int(idx), UUID: r[col["uuid"]], Name: printable(clip(r[col["name"]])), MIG: MIGOff}
 	m := &d.Memory
 	m.Reserved = Unknown
 	for _, f := range []struct {
@@ -178,9 +179,11 @@ func device(r []string, col map[string]int) (Device, error) {
 		if !asked {
 			continue
 		}
-		if *f.v, err = parseMiB(r[i]); err != nil {
+		v, err := parseMiB(r[i])
+		if err != nil {
 			return Device{}, err
 		}
+		*f.v = v
 	}
 	if !m.Reserved.Known() && m.Total.Known() && m.Used.Known() && m.Free.Known() {
 		// What is neither used nor free: about 0 from a driver older
@@ -224,15 +227,15 @@ func (s *SMI) Processes(ctx context.Context) ([]Process, error) {
 		if notGiven(r[1]) || r[1] == "0" {
 			continue
 		}
-		pid, err := strconv.Atoi(r[1])
-		if err != nil || pid <= 0 {
+		pid, ok := decimal(r[1])
+		if !ok || pid > math.MaxInt32 {
 			return nil, fmt.Errorf("%w: %q is not a pid", ErrOutput, printable(clip(r[1])))
 		}
 		used, err := parseMiB(r[2])
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, Process{Device: r[0], PID: pid, Used: used, Name: processName(pid)})
+		ps = append(ps, Process{Device: r[0], PID: int(pid), Used: used, Name: processName(int(pid))})
 	}
 	return ps, nil
 }
@@ -267,6 +270,16 @@ func isIdentifier(f string) bool {
 	return true
 }
 
+// decimal reads a whole number written in digits only (no sign, no
+// space), at most 18 of them; ok false otherwise.
+func decimal(f string) (int64, bool) {
+	if f == "" || len(f) > 18 || strings.Trim(f, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f, 10, 64)
+	return n, err == nil
+}
+
 // notGiven reports whether f is one of the driver's words for a figure it
 // does not give.
 func notGiven(f string) bool {
@@ -283,9 +296,9 @@ func parseMiB(f string) (MiB, error) {
 	if notGiven(f) {
 		return Unknown, nil
 	}
-	n, err := strconv.ParseInt(f, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(f))
+	n, ok := decimal(f)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(clip(f)))
 	}
 	return MiB(n), nil
 }
