@@ -10,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
+	"github.com/gpuexec/gpuexec/signals"
 )
 
 // startNamed runs a process of this test's called name (the test binary
@@ -160,7 +160,7 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 			if err := syscall.Kill(smi, 0); !errors.Is(err, syscall.ESRCH) {
 				t.Errorf("nvidia-smi (pid %d) outlived gpuexec: %v", smi, err)
 			}
-			if l := lines(r.stderr); len(l) != 1 || !strings.Contains(l[0], "interrupted by "+strings.ToUpper(unixSignalName(tc.sig))) {
+			if l := lines(r.stderr); len(l) != 1 || !strings.Contains(l[0], "interrupted by "+signals.Name(tc.sig)) {
 				t.Errorf("stderr %q, want one line saying it was interrupted", r.stderr)
 			}
 			if _, err := os.Stat(dir); err == nil {
@@ -168,14 +168,4 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 			}
 		})
 	}
-}
-
-func unixSignalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	}
-	return "signal " + strconv.Itoa(int(s))
 }
