@@ -125,8 +125,9 @@ func TestSMIOutputIsCapped(t *testing.T) {
 }
 
 // SIGTERM or Ctrl+C while gpuexec reads the cards before it queues
-// (--vram's check, a --gpus UUID mapped to its index, --gpus all counted)
-// stops and reaps nvidia-smi and ends gpuexec with the signal's status.
+// (--vram's check, a --gpus UUID mapped to its index, --gpus all counted),
+// or for status, stops and reaps nvidia-smi and ends gpuexec with the
+// signal's status and one line.
 func TestSMISignalBeforeQueueing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -138,12 +139,17 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 		{"vram SIGINT", []string{"--vram", "1G"}, syscall.SIGINT, 130},
 		{"gpus UUID SIGTERM", []string{"--gpus", gputest.UUID0}, syscall.SIGTERM, 143},
 		{"gpus all SIGINT", []string{"--gpus", "all"}, syscall.SIGINT, 130},
+		{"status SIGTERM", []string{"status"}, syscall.SIGTERM, 143},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir, lock := lockIn(t)
 			c := newCard(t, gputest.Hung)
-			p := startProc(t, gpuexecCmd(c.env(role("exit")), append(append([]string{"--lock", lock}, tc.args...), "--", helperBin, "0")...))
+			args := append(append([]string{"--lock", lock}, tc.args...), "--", helperBin, "0")
+			if tc.args[0] == "status" {
+				args = []string{"status", "--lock", lock}
+			}
+			p := startProc(t, gpuexecCmd(c.env(role("exit")), args...))
 			testsupport.Await(t, long, "nvidia-smi hanging", func() bool { return gputest.HungPID(c.fixture) > 0 })
 			smi := gputest.HungPID(c.fixture)
 			t.Cleanup(func() {
@@ -160,7 +166,7 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 			if err := syscall.Kill(smi, 0); !errors.Is(err, syscall.ESRCH) {
 				t.Errorf("nvidia-smi (pid %d) outlived gpuexec: %v", smi, err)
 			}
-			if l := lines(r.stderr); len(l) != 1 || !strings.Contains(l[0], "interrupted by "+signals.Name(tc.sig)) {
+			if l := lines(r.stderr); len(l) != 1 || !strings.Contains(l[0], "gpuexec: interrupted by "+signals.Name(tc.sig)) {
 				t.Errorf("stderr %q, want one line saying it was interrupted", r.stderr)
 			}
 			if _, err := os.Stat(dir); err == nil {
