@@ -224,12 +224,11 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 // statusCards reads the cards for status: nil, nil without nvidia-smi;
 // the cards without processes and an error when only the processes could
 // not be read.
-func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
+func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
 		return nil, err
 	}
-	ctx := context.Background()
 	devs, err := s.Devices(ctx)
 	if errors.Is(err, gpu.ErrNoDevices) {
 		return []gpu.Card{}, nil

@@ -537,7 +537,12 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return failed("%v", err)
 	}
-	cards, gerr := statusCards(c, o)
+	// A signal that ends gpuexec while nvidia-smi runs stops it first.
+	ctx, ended := signals.Ending(context.Background())
+	cards, gerr := statusCards(ctx, c, o)
+	if sig := ended(); sig != nil {
+		return cli.Exit("interrupted by "+signals.Name(sig)+" while reading the GPUs", signals.ExitStatus(sig))
+	}
 	var ec cli.ExitCoder
 	if errors.As(gerr, &ec) {
 		return gerr
