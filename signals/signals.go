@@ -111,7 +111,8 @@ func Parse(s string) (os.Signal, error) {
 // must stop, not leave running behind a gpuexec that the signal's default
 // action ended. A stop or continue signal is left to its default. stop
 // ends the watch and returns the signal that came, nil if none; it may be
-// called more than once.
+// called more than once. To lose no signal, register Notify before stop:
+// one that comes after stop is Notify's alone.
 func Ending(parent context.Context) (ctx context.Context, stop func() os.Signal) {
 	ctx, cancel := context.WithCancel(parent)
 	var ending []os.Signal
@@ -135,7 +136,6 @@ func Ending(parent context.Context) (ctx context.Context, stop func() os.Signal)
 	var once sync.Once
 	return ctx, func() os.Signal {
 		once.Do(func() {
-			signal.Stop(ch)
 			cancel()
 			<-done
 			if got == nil {
@@ -144,6 +144,11 @@ func Ending(parent context.Context) (ctx context.Context, stop func() os.Signal)
 				default:
 				}
 			}
+			// Stop waits for the runtime's signal thread (about
+			// half a millisecond): in the background, as Notify's
+			// stop is. A signal meanwhile is Notify's, whose
+			// channel a caller has registered before it stops this.
+			go signal.Stop(ch)
 		})
 		return got
 	}
