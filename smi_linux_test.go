@@ -93,7 +93,7 @@ func TestSMIOutputIsCapped(t *testing.T) {
 			c := newCard(t, f)
 			args := append([]string{"--lock", lock}, tc.args...)
 			if tc.args[0] == "status" {
-				args = []string{"status", "--lock", lock}
+				args = append([]string{"status", "--lock", lock}, tc.args[1:]...)
 			}
 			p := startProc(t, gpuexecCmd(c.env(role("exit")), args...))
 			r := p.wait(t)
@@ -140,6 +140,7 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 		{"gpus UUID SIGTERM", []string{"--gpus", gputest.UUID0}, syscall.SIGTERM, 143},
 		{"gpus all SIGINT", []string{"--gpus", "all"}, syscall.SIGINT, 130},
 		{"status SIGTERM", []string{"status"}, syscall.SIGTERM, 143},
+		{"status gpus UUID SIGINT", []string{"status", "--gpus", gputest.UUID0}, syscall.SIGINT, 130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,7 +148,7 @@ func TestSMISignalBeforeQueueing(t *testing.T) {
 			c := newCard(t, gputest.Hung)
 			args := append(append([]string{"--lock", lock}, tc.args...), "--", helperBin, "0")
 			if tc.args[0] == "status" {
-				args = []string{"status", "--lock", lock}
+				args = append([]string{"status", "--lock", lock}, tc.args[1:]...)
 			}
 			p := startProc(t, gpuexecCmd(c.env(role("exit")), args...))
 			testsupport.Await(t, long, "nvidia-smi hanging", func() bool { return gputest.HungPID(c.fixture) > 0 })
