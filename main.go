@@ -517,7 +517,16 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 	if err := intervals(c, "stale"); err != nil {
 		return lock.Options{}, nil, err
 	}
-	o, err := lockOptions(context.Background(), c, withDevices)
+	// With devices a --gpus UUID is mapped with nvidia-smi, which a
+	// signal that ends gpuexec stops.
+	ctx, ended := context.Background(), func() os.Signal { return nil }
+	if withDevices {
+		ctx, ended = signals.Ending(ctx)
+	}
+	o, err := lockOptions(ctx, c, withDevices)
+	if sig := ended(); sig != nil {
+		return o, nil, readingInterrupted(sig)
+	}
 	if err != nil {
 		return o, nil, err
 	}
@@ -526,6 +535,12 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 		return o, nil, optionFailed(err)
 	}
 	return o, b, nil
+}
+
+// readingInterrupted is how status ends when sig came while nvidia-smi
+// ran: stopped and waited for, with 128+N.
+func readingInterrupted(sig os.Signal) error {
+	return cli.Exit("interrupted by "+signals.Name(sig)+" while reading the GPUs", signals.ExitStatus(sig))
 }
 
 func statusCmd(c *cli.Context, stdout io.Writer) error {
@@ -541,7 +556,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	ctx, ended := signals.Ending(context.Background())
 	cards, gerr := statusCards(ctx, c, o)
 	if sig := ended(); sig != nil {
-		return cli.Exit("interrupted by "+signals.Name(sig)+" while reading the GPUs", signals.ExitStatus(sig))
+		return readingInterrupted(sig)
 	}
 	var ec cli.ExitCoder
 	if errors.As(gerr, &ec) {
