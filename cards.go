@@ -123,7 +123,7 @@ func notFound() error {
 
 // discovered is --gpus all without --gpu-count: the devices nvidia-smi
 // lists, by index.
-func discovered(c *cli.Context) ([]string, error) {
+func discovered(ctx context.Context, c *cli.Context) ([]string, error) {
 	const how = "--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) or a working nvidia-smi to count the GPUs"
 	s, err := smi(c)
 	if err != nil {
@@ -132,7 +132,7 @@ func discovered(c *cli.Context) ([]string, error) {
 	if s == nil {
 		return nil, failed("%s: %v", how, notFound())
 	}
-	devs, err := s.Devices(context.Background())
+	devs, err := s.Devices(ctx)
 	if err != nil {
 		return nil, failed("%s: %v", how, err)
 	}
@@ -150,7 +150,7 @@ func discovered(c *cli.Context) ([]string, error) {
 // which needs a working nvidia-smi; and where nvidia-smi answers, every
 // index must be one it lists. Without nvidia-smi indexes are taken as
 // written (lock.ParseDevices checks them).
-func deviceIndexes(c *cli.Context, flag, list string) (string, error) {
+func deviceIndexes(ctx context.Context, c *cli.Context, flag, list string) (string, error) {
 	names := strings.Split(list, ",")
 	uuids := false
 	for i, n := range names {
@@ -163,7 +163,7 @@ func deviceIndexes(c *cli.Context, flag, list string) (string, error) {
 	}
 	var devs []gpu.Device
 	if s != nil {
-		devs, err = s.Devices(context.Background())
+		devs, err = s.Devices(ctx)
 	}
 	switch {
 	case uuids && s == nil:
@@ -224,12 +224,11 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 // statusCards reads the cards for status: nil, nil without nvidia-smi;
 // the cards without processes and an error when only the processes could
 // not be read.
-func statusCards(c *cli.Context, o lock.Options) ([]gpu.Card, error) {
+func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
 		return nil, err
 	}
-	ctx := context.Background()
 	devs, err := s.Devices(ctx)
 	if errors.Is(err, gpu.ErrNoDevices) {
 		return []gpu.Card{}, nil

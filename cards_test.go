@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+	procs "github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
@@ -61,12 +63,14 @@ func rtx3080(used int) []gputest.GPU { return []gputest.GPU{gputest.RTX3080(0, g
 // memory, names it while it waits, and starts once the memory is free.
 func TestVRAMWaitsForAForeignProcess(t *testing.T) {
 	_, lock := lockIn(t)
-	python := gputest.App{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "8800"}
+	// A process gone by the time it is named: the OS has no name for it.
+	foreign := testsupport.DeadPID(t)
+	python := gputest.App{GPU: gputest.UUID0, PID: foreign, Name: "/usr/bin/python3", Used: "8800"}
 	c := newCard(t, frame(rtx3080(9000), python))
 	out := filepath.Join(t.TempDir(), "out")
 	p := startProc(t, gpuexecCmd(c.env(role("cuda"), outEnv+"="+out),
 		"--lock", lock, "--vram", "4G", "--report", "1s", "--wait", "1m", "--", helperBin))
-	want := "waiting for 4.0 GiB on GPU 0: 1000 MiB free; pid 4711 python3 (8.6 GiB) not under gpuexec; position 1 of 1; waited "
+	want := fmt.Sprintf("waiting for 4.0 GiB on GPU 0: 1000 MiB free; pid %d ? (8.6 GiB) not under gpuexec; position 1 of 1; waited ", foreign)
 	testsupport.Await(t, long, "the waiting line", func() bool { return strings.Contains(p.stderr(), want) })
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("the job started without the memory")
@@ -236,17 +240,21 @@ func TestStatusShowsTheCards(t *testing.T) {
 	if err := os.WriteFile(ready, []byte(jobPID), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Names are the OS's: the job's is this test binary's; a process
+	// gone has none.
+	foreign := testsupport.DeadPID(t)
 	c := newCard(t, frame(
 		[]gputest.GPU{gputest.RTX4090(0, gputest.UUID0, 18000), gputest.RTX4090(1, gputest.UUID1, 0)},
 		gputest.App{GPU: gputest.UUID0, PIDFile: ready, Name: "/usr/bin/python3", Used: "12000"},
-		gputest.App{GPU: gputest.UUID0, PID: 4711, Name: "/opt/comfyui/venv/bin/python", Used: "5600"},
+		gputest.App{GPU: gputest.UUID0, PID: foreign, Name: "/opt/comfyui/venv/bin/python", Used: "5600"},
 	))
+	jobName := osName(t, jobPID)
 	r := gx(t, c.env(), "status", "--lock", lock)
 	wantCode(t, r, 0)
 	for _, want := range []string{
 		"GPU 0 NVIDIA GeForce RTX 4090: 17.6 GiB of 24.0 GiB used, 6.1 GiB free, 342 MiB reserved",
-		fmt.Sprintf("  pid %s python3 (11.7 GiB) under gpuexec %s/%s (pid %d)", jobPID, holderOwner, holderSlug, h.p.pid()),
-		"  pid 4711 python (5.5 GiB) not under gpuexec",
+		fmt.Sprintf("  pid %s %s (11.7 GiB) under gpuexec %s/%s (pid %d)", jobPID, jobName, holderOwner, holderSlug, h.p.pid()),
+		fmt.Sprintf("  pid %d ? (5.5 GiB) not under gpuexec", foreign),
 		"GPU 1 NVIDIA GeForce RTX 4090: 0 MiB of 24.0 GiB used, 23.7 GiB free, 342 MiB reserved",
 	} {
 		if !strings.Contains(r.stdout, want+"\n") {
@@ -283,12 +291,12 @@ func TestStatusShowsTheCards(t *testing.T) {
 	if !strings.Contains(r.stdout, `"memory":{"totalMiB":24564,"usedMiB":18000,"freeMiB":6222,"reservedMiB":342},"mig":false`) {
 		t.Errorf("memory: %s", r.stdout)
 	}
-	job, foreign := got.GPUs[0].Processes[0], got.GPUs[0].Processes[1]
+	job, other := got.GPUs[0].Processes[0], got.GPUs[0].Processes[1]
 	if job.Job == nil || job.Job.Owner != holderOwner || job.Job.Slug != holderSlug || job.Job.PID != h.p.pid() || *job.Used != 12000 {
 		t.Errorf("the holder's job: %+v in %s", job, r.stdout)
 	}
-	if foreign.Job != nil || foreign.PID != 4711 || foreign.Name != "python" {
-		t.Errorf("the foreign process: %+v", foreign)
+	if other.Job != nil || other.PID != foreign || other.Name != "?" || job.Name != jobName {
+		t.Errorf("the processes: %+v, %+v", job, other)
 	}
 
 	// A failing driver: said, never taken for no GPU; no nvidia-smi at
@@ -368,6 +376,21 @@ func TestPeakVRAM(t *testing.T) {
 	}
 }
 
+// osName is what the OS calls pid (a decimal), as gpuexec names a GPU's
+// processes.
+func osName(t *testing.T, pid string) string {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := procs.ReadStat(n)
+	if !ok || st.Comm == "" {
+		t.Fatalf("no name for pid %d", n)
+	}
+	return st.Comm
+}
+
 // readyPID is the pid the holder's job wrote.
 func (h *holder) readyPID(t *testing.T) string {
 	t.Helper()
@@ -423,7 +446,7 @@ func TestStatusStaleHolderIsNoJob(t *testing.T) {
 	if !strings.Contains(r.stdout, "stale") {
 		t.Fatalf("the lock is not stale:\n%s", r.stdout)
 	}
-	if want := fmt.Sprintf("  pid %d python3 (8.6 GiB) not under gpuexec\n", pid); !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("  pid %d ? (8.6 GiB) not under gpuexec\n", pid); !strings.Contains(r.stdout, want) {
 		t.Errorf("status lacks %q:\n%s", want, r.stdout)
 	}
 }

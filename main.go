@@ -117,20 +117,20 @@ func gpuCountFlag() cli.Flag {
 
 // devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
 // nil without --gpus.
-func devices(c *cli.Context) ([]string, error) {
+func devices(ctx context.Context, c *cli.Context) ([]string, error) {
 	list := c.String("gpus")
 	if list == "" {
 		return nil, nil
 	}
 	if list == "all" && !c.IsSet("gpu-count") {
-		return discovered(c)
+		return discovered(ctx, c)
 	}
 	if list == "all" && c.Int("gpu-count") <= 0 {
 		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
 	}
 	if list != "all" {
 		var err error
-		if list, err = deviceIndexes(c, "--gpus", list); err != nil {
+		if list, err = deviceIndexes(ctx, c, "--gpus", list); err != nil {
 			return nil, err
 		}
 	}
@@ -304,14 +304,14 @@ func lockPath(c *cli.Context) (string, error) {
 // lockOptions are the lock flags common to run, status and clear; with
 // devices, --gpus too (clear has none: a --gpus or GPUEXEC_GPUS meant for
 // jobs does not reach it).
-func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
+func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Options, error) {
 	path, err := lockPath(c)
 	if err != nil {
 		return lock.Options{}, err
 	}
 	o := lock.Options{Path: path, Stale: c.Duration("stale")}
 	if withDevices {
-		if o.Devices, err = devices(c); err != nil {
+		if o.Devices, err = devices(ctx, c); err != nil {
 			return o, err
 		}
 		// A device's lock named by its path is that device of the lock
@@ -319,7 +319,7 @@ func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
 		// --gpus is.
 		if o.Devices == nil && !etcdurl.Is(o.Path) {
 			if o = o.Canonical(); o.Devices != nil {
-				if _, err := deviceIndexes(c, "--lock "+filepath.Base(path), o.Devices[0]); err != nil {
+				if _, err := deviceIndexes(ctx, c, "--lock "+filepath.Base(path), o.Devices[0]); err != nil {
 					return o, err
 				}
 			}
@@ -329,24 +329,70 @@ func lockOptions(c *cli.Context, withDevices bool) (lock.Options, error) {
 }
 
 func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
+	// nvidia-smi may run before gpuexec queues (a --gpus UUID mapped to
+	// its index, --gpus all counted, --vram checked): a signal that ends
+	// gpuexec meanwhile stops it, and gpuexec ends with the signal's
+	// status, leaving nothing running. The watch ends once the job's own
+	// handling has begun, so that no signal falls between the two.
+	ctx, ended := signals.Ending(context.Background())
+	defer ended()
+	interrupted := func(err error) error {
+		if sig := ended(); sig != nil {
+			return cli.Exit("interrupted by "+signals.Name(sig)+" before queueing for the GPU lock", signals.ExitStatus(sig))
+		}
+		return err
+	}
+	cfg, err := jobConfig(ctx, c, argv)
+	if err != nil {
+		return interrupted(err)
+	}
+	logger, closeLog, err := newLogger(c, stderr, jobFields(cfg.Lock))
+	if err != nil {
+		return interrupted(err)
+	}
+	defer closeLog()
+	// Every line names the job, so that the lines of several jobs in one
+	// --log file or journal can be told apart.
+	job := logger.With(jobFields(cfg.Lock)...)
+	cfg.Lock.Logger = job.Named("lock")
+	cfg.Logger = job.Named("supervisor")
+	sigs, stop := signals.Notify()
+	// Stopping waits for the Go runtime's signal thread, a round trip to
+	// it per signal (about half a millisecond on a small VM): it is left
+	// to the background, which a gpuexec about to exit does not wait for.
+	defer func() { go stop() }()
+	if err := interrupted(nil); err != nil {
+		return err
+	}
+	cfg.Signals = sigs
+	if code := supervisor.Run(context.Background(), cfg); code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// jobConfig reads the job's flags into its Config and checks them, the
+// GPUs too (which may run nvidia-smi, bound by ctx).
+func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.Config, error) {
+	var cfg supervisor.Config
 	if len(argv) == 0 {
-		return failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+		return cfg, failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 	}
 	// On the command line 0 is no interval (the library takes 0 for its
 	// default; a flag's default is written out).
 	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
-		return err
+		return cfg, err
 	}
 	if n := c.Int("need"); n < 1 {
-		return failed("--need must be at least 1, got %d", n)
+		return cfg, failed("--need must be at least 1, got %d", n)
 	}
 	onLost := c.String("on-lost")
 	if onLost != "stop" && onLost != "continue" {
-		return failed("--on-lost must be stop or continue, got %q", onLost)
+		return cfg, failed("--on-lost must be stop or continue, got %q", onLost)
 	}
-	o, err := lockOptions(c, true)
+	o, err := lockOptions(ctx, c, true)
 	if err != nil {
-		return err
+		return cfg, err
 	}
 	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
 	o.Poll, o.Report, o.Heartbeat = c.Duration("poll"), c.Duration("report"), c.Duration("heartbeat")
@@ -358,21 +404,21 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	}
 	vram, err := sizeOf(c, "vram")
 	if err != nil {
-		return err
+		return cfg, err
 	}
 	src, err := gpuSource(c, vram)
 	if err != nil {
-		return err
+		return cfg, err
 	}
 	reserve, err := sizeOf(c, "reserve")
 	if err != nil {
-		return err
+		return cfg, err
 	}
 	sig, err := signals.Parse(c.String("signal"))
 	if err != nil {
-		return failed("--signal: %v", err)
+		return cfg, failed("--signal: %v", err)
 	}
-	cfg := supervisor.Config{
+	cfg = supervisor.Config{
 		Lock:           o,
 		Wait:           c.Duration("wait"),
 		Argv:           argv,
@@ -389,31 +435,12 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		VRAMEnforce:    c.Bool("vram-enforce"),
 	}
 	if err := cfg.Validate(); err != nil {
-		return optionFailed(err)
+		return cfg, optionFailed(err)
 	}
-	if err := cfg.CheckGPUs(context.Background()); err != nil {
-		return optionFailed(err)
+	if err := cfg.CheckGPUs(ctx); err != nil {
+		return cfg, optionFailed(err)
 	}
-	logger, closeLog, err := newLogger(c, stderr, jobFields(o))
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	// Every line names the job, so that the lines of several jobs in one
-	// --log file or journal can be told apart.
-	job := logger.With(jobFields(o)...)
-	cfg.Lock.Logger = job.Named("lock")
-	cfg.Logger = job.Named("supervisor")
-	sigs, stop := signals.Notify()
-	// Stopping waits for the Go runtime's signal thread, a round trip to
-	// it per signal (about half a millisecond on a small VM): it is left
-	// to the background, which a gpuexec about to exit does not wait for.
-	defer func() { go stop() }()
-	cfg.Signals = sigs
-	if code := supervisor.Run(context.Background(), cfg); code != 0 {
-		return cli.Exit("", code)
-	}
-	return nil
+	return cfg, nil
 }
 
 // jobFields are the fields every log line of the job carries: who runs it,
@@ -502,7 +529,16 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 	if err := intervals(c, "stale"); err != nil {
 		return lock.Options{}, nil, err
 	}
-	o, err := lockOptions(c, withDevices)
+	// With devices a --gpus UUID is mapped with nvidia-smi, which a
+	// signal that ends gpuexec stops.
+	ctx, ended := context.Background(), func() os.Signal { return nil }
+	if withDevices {
+		ctx, ended = signals.Ending(ctx)
+	}
+	o, err := lockOptions(ctx, c, withDevices)
+	if sig := ended(); sig != nil {
+		return o, nil, readingInterrupted(sig)
+	}
 	if err != nil {
 		return o, nil, err
 	}
@@ -511,6 +547,12 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 		return o, nil, optionFailed(err)
 	}
 	return o, b, nil
+}
+
+// readingInterrupted is how status ends when sig came while nvidia-smi
+// ran: stopped and waited for, with 128+N.
+func readingInterrupted(sig os.Signal) error {
+	return cli.Exit("interrupted by "+signals.Name(sig)+" while reading the GPUs", signals.ExitStatus(sig))
 }
 
 func statusCmd(c *cli.Context, stdout io.Writer) error {
@@ -522,7 +564,12 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return failed("%v", err)
 	}
-	cards, gerr := statusCards(c, o)
+	// A signal that ends gpuexec while nvidia-smi runs stops it first.
+	ctx, ended := signals.Ending(context.Background())
+	cards, gerr := statusCards(ctx, c, o)
+	if sig := ended(); sig != nil {
+		return readingInterrupted(sig)
+	}
 	var ec cli.ExitCoder
 	if errors.As(gerr, &ec) {
 		return gerr

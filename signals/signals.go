@@ -12,11 +12,13 @@
 package signals
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -101,4 +103,53 @@ func Parse(s string) (os.Signal, error) {
 		return nil, fmt.Errorf("%s does not end a job; use %s", Name(sig), accepted)
 	}
 	return sig, nil
+}
+
+// Ending is parent, done as soon as a signal arrives that ends gpuexec (Of
+// says End): for the work gpuexec does before it catches signals for a job
+// (running nvidia-smi to check --gpus and --vram), which such a signal
+// must stop, not leave running behind a gpuexec that the signal's default
+// action ended. A stop or continue signal is left to its default. stop
+// ends the watch and returns the signal that came, nil if none; it may be
+// called more than once. To lose no signal, register Notify before stop:
+// one that comes after stop is Notify's alone.
+func Ending(parent context.Context) (ctx context.Context, stop func() os.Signal) {
+	ctx, cancel := context.WithCancel(parent)
+	var ending []os.Signal
+	for _, s := range Caught {
+		if Of(s) == End {
+			ending = append(ending, s)
+		}
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, ending...)
+	var got os.Signal
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case got = <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var once sync.Once
+	return ctx, func() os.Signal {
+		once.Do(func() {
+			cancel()
+			<-done
+			if got == nil {
+				select {
+				case got = <-ch:
+				default:
+				}
+			}
+			// Stop waits for the runtime's signal thread (about
+			// half a millisecond): in the background, as Notify's
+			// stop is. A signal meanwhile is Notify's, whose
+			// channel a caller has registered before it stops this.
+			go signal.Stop(ch)
+		})
+		return got
+	}
 }

@@ -3,9 +3,12 @@
 package signals
 
 import (
+	"context"
+	"os"
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCaughtNeverIncludesRuntimeSignals(t *testing.T) {
@@ -46,5 +49,35 @@ func TestParseUnix(t *testing.T) {
 	}
 	if n := Name(syscall.SIGUSR1); n != "SIGUSR1" {
 		t.Errorf("Name(SIGUSR1) = %q", n)
+	}
+}
+
+// Ending's context ends at a signal that ends gpuexec, and stop says
+// which; without one stop says none, and the context ends with stop.
+func TestEnding(t *testing.T) {
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(Name(sig), func(t *testing.T) {
+			ctx, stop := Ending(context.Background())
+			if sig != 0 {
+				if err := syscall.Kill(os.Getpid(), sig); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s did not end the context", Name(sig))
+				}
+			}
+			got := stop()
+			if sig == 0 && got != nil || sig != 0 && got != sig {
+				t.Errorf("stop() = %v, want %v", got, sig)
+			}
+			if ctx.Err() == nil {
+				t.Error("the context outlived stop")
+			}
+			if again := stop(); again != got {
+				t.Errorf("a second stop() = %v, want %v", again, got)
+			}
+		})
 	}
 }

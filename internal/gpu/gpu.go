@@ -135,7 +135,10 @@ type Process struct {
 	// Device is the UUID of the device it uses.
 	Device string `json:"-"`
 	PID    int    `json:"pid"`
-	// Name is the executable's base name, made printable.
+	// Name is what the OS calls the process (its comm on Linux, its
+	// executable's name elsewhere), made printable; "?" when the OS
+	// cannot tell. Never text from nvidia-smi: the process chose it,
+	// and it is only shown.
 	Name string `json:"name"`
 	// Used is its video memory; Unknown where the driver does not say
 	// (Windows' WDDM).
@@ -338,14 +341,6 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// baseName is the last element of a path written with / or \.
-func baseName(s string) string {
-	if i := strings.LastIndexAny(s, `/\`); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
 }
 
 // Card is a device with the processes on it, attributed: what `gpuexec

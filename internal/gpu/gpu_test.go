@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -98,14 +101,15 @@ func TestFind(t *testing.T) {
 }
 
 func TestDevicesAndProcesses(t *testing.T) {
+	self, dead := os.Getpid(), testsupport.DeadPID(t)
 	odd := gputest.RTX3080(1, gputest.UUID1, 100)
 	odd.Name = "NVIDIA GeForce RTX 3080, rev\x1b[31m"
 	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{
 		GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 9000), odd},
 		Apps: []gputest.App{
-			{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "8800"},
-			{GPU: gputest.UUID0, PID: 4712, Name: "/opt/my, odd app/bin/render", Used: "100"},
-			{GPU: gputest.UUID1, PID: 4713, Name: `C:\Program Files\Blender Foundation\Blender 4.1\blender.exe`, Used: "[N/A]"},
+			{GPU: gputest.UUID0, PID: self, Name: "/usr/bin/python3", Used: "8800"},
+			{GPU: gputest.UUID0, PID: dead, Name: "/opt/my, odd app/bin/render", Used: "100"},
+			{GPU: gputest.UUID1, PID: self, Name: `C:\Program Files\Blender Foundation\Blender 4.1\blender.exe`, Used: "[N/A]"},
 			{GPU: gputest.UUID1, PID: 0, Name: "[N/A]", Used: "[N/A]"},
 		},
 	}}})
@@ -124,10 +128,11 @@ func TestDevicesAndProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Names are the OS's, not the driver's: a process gone is "?".
 	wantPs := []Process{
-		{Device: gputest.UUID0, PID: 4711, Name: "python3", Used: 8800},
-		{Device: gputest.UUID0, PID: 4712, Name: "render", Used: 100},
-		{Device: gputest.UUID1, PID: 4713, Name: "blender.exe", Used: Unknown},
+		{Device: gputest.UUID0, PID: self, Name: osName(t, self), Used: 8800},
+		{Device: gputest.UUID0, PID: dead, Name: "?", Used: 100},
+		{Device: gputest.UUID1, PID: self, Name: osName(t, self), Used: Unknown},
 	}
 	if len(ps) != len(wantPs) {
 		t.Fatalf("processes %+v", ps)
@@ -408,34 +413,120 @@ func TestAttributeThroughANestedGpuexec(t *testing.T) {
 	}
 }
 
-// Process names are whatever another user's program calls itself (its
-// argv[0]): a name with a line break, or one that reads as nvidia-smi's
-// own message, neither hides the other processes nor the devices.
+// osName is what the OS calls pid.
+func osName(t *testing.T, pid int) string {
+	t.Helper()
+	st, ok := proc.ReadStat(pid)
+	if !ok || st.Comm == "" {
+		t.Fatalf("no name for pid %d", pid)
+	}
+	return st.Comm
+}
+
+// Process names are whatever another user's program calls itself: one
+// with a line break and a whole row of nvidia-smi's after it, or one that
+// reads as nvidia-smi's own message, makes no row and hides nothing, as
+// nvidia-smi is never asked for names.
 func TestHostileProcessNames(t *testing.T) {
+	self := os.Getpid()
 	s := fake(t, gputest.Fixture{Frames: []gputest.Frame{{
 		GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 9000)},
 		Apps: []gputest.App{
-			{GPU: gputest.UUID0, PID: 4711, Name: "/usr/bin/python3", Used: "4000"},
-			{GPU: gputest.UUID0, PID: 4712, Name: "/home/eve/No devices were found", Used: "100"},
-			{GPU: gputest.UUID0, PID: 4713, Name: "/home/eve/two\nlines", Used: "200"},
+			{GPU: gputest.UUID0, PID: self, Name: "/home/eve/No devices were found", Used: "100"},
+			{GPU: gputest.UUID0, PID: self, Name: "/home/eve/eve\n" + gputest.UUID0 + ", 4711, 50000, python", Used: "200"},
 		},
 	}}})
 	ps, err := s.Processes(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := osName(t, self)
 	want := []Process{
-		{Device: gputest.UUID0, PID: 4711, Name: "python3", Used: 4000},
-		{Device: gputest.UUID0, PID: 4712, Name: "No devices were found", Used: 100},
-		{Device: gputest.UUID0, PID: 4713, Name: "two?lines", Used: 200},
+		{Device: gputest.UUID0, PID: self, Name: name, Used: 100},
+		{Device: gputest.UUID0, PID: self, Name: name, Used: 200},
 	}
-	if len(ps) != len(want) {
+	if !slices.Equal(ps, want) {
 		t.Fatalf("processes %+v, want %+v", ps, want)
 	}
-	for i := range ps {
-		if ps[i] != want[i] {
-			t.Errorf("process %d = %+v, want %+v", i, ps[i], want[i])
-		}
+}
+
+// An answer that is not the rows asked is an ErrOutput, never a row of
+// another meaning, nor left out.
+func TestProcessRowsAreStrict(t *testing.T) {
+	u := gputest.UUID0
+	self := os.Getpid()
+	name := osName(t, self)
+	for _, c := range []struct {
+		name, raw string
+		want      []Process // nil: an ErrOutput
+	}{
+		{"rows", fmt.Sprintf("%s, %d, 100\n%s, %d, [N/A]\r\n\n", u, self, u, self), []Process{{u, self, name, 100}, {u, self, name, Unknown}}},
+		{"no process", "", []Process{}},
+		{"vGPU guest", u + ", [N/A], [N/A]\n" + u + ", 0, 12\n", []Process{}},
+		{"a name after the memory", fmt.Sprintf("%s, %d, 100, python\n", u, self), nil},
+		{"a line of fewer fields", fmt.Sprintf("%s, %d, 100\n50000, python\n", u, self), nil},
+		{"a pid that is no number", u + ", python, 100\n", nil},
+		{"a negative pid", u + ", -4, 100\n", nil},
+		{"a pid with a sign", u + ", +4, 100\n", nil},
+		{"memory with a sign", fmt.Sprintf("%s, %d, +100\n", u, self), nil},
+		{"a pid too large", u + ", 99999999999999999999, 100\n", nil},
+		{"memory that is no number", fmt.Sprintf("%s, %d, lots\n", u, self), nil},
+		{"a UUID with a space", fmt.Sprintf("GPU 1, %d, 100\n", self), nil},
+		{"an empty UUID", fmt.Sprintf(", %d, 100\n", self), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Raw: c.raw})
+			if c.raw == "" {
+				s = fake(t, gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{gputest.RTX3080(0, u, 0)}}}})
+			}
+			ps, err := s.Processes(context.Background())
+			if c.want == nil {
+				if !errors.Is(err, ErrOutput) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("processes %+v, error %v; want one line of ErrOutput", ps, err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(ps, c.want) {
+				t.Fatalf("processes %+v, %v; want %+v", ps, err, c.want)
+			}
+		})
+	}
+}
+
+// A device's row is read as strictly: a line of fewer fields is no part of
+// the card's name before it.
+func TestDeviceRowsAreStrict(t *testing.T) {
+	row := "0, " + gputest.UUID0 + ", 10240, 0, 10000, 240, [N/A], NVIDIA GeForce RTX 3080\n"
+	for _, c := range []struct{ name, raw string }{
+		{"a line of fewer fields", row + "1, GPU-x, 10240\n"},
+		{"a UUID with a space", strings.Replace(row, "GPU-", "GPU ", 1)},
+		{"an index with a sign", "+" + row},
+		{"an index too large", "99999999, " + row[3:]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fake(t, gputest.Fixture{Raw: c.raw})
+			devs, err := s.Devices(context.Background())
+			if !errors.Is(err, ErrOutput) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("devices %+v, error %v; want one line of ErrOutput", devs, err)
+			}
+		})
+	}
+}
+
+// An nvidia-smi that prints more than the cap is stopped there: an
+// ErrOutput that says so, and no more read.
+func TestOutputIsCapped(t *testing.T) {
+	f := gputest.Fixture{Frames: []gputest.Frame{{GPUs: []gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 0)}}}, Flood: 64 << 20}
+	s := fake(t, f)
+	_, err := s.Devices(context.Background())
+	if !errors.Is(err, ErrOutput) || !strings.Contains(err.Error(), "printed more than 1 MiB") {
+		t.Fatalf("error %v, want an ErrOutput saying it printed too much", err)
+	}
+	// Just under the cap is read whole.
+	row := "0, " + gputest.UUID0 + ", 10240, 0, 10000, 240, [N/A], NVIDIA GeForce RTX 3080\n"
+	s = fake(t, gputest.Fixture{Raw: row + strings.Repeat("\n", maxOutput-len(row))})
+	if devs, err := s.Devices(context.Background()); err != nil || len(devs) != 1 {
+		t.Fatalf("an answer of exactly %d bytes: %+v, %v", maxOutput, devs, err)
 	}
 }
 

@@ -1,11 +1,11 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
 // SMI is nvidia-smi as a Source: each call runs
@@ -76,11 +78,16 @@ func Locate(path string) (*SMI, error) {
 	return nil, fmt.Errorf("%w on PATH; give its path with --nvidia-smi or GPUEXEC_NVIDIA_SMI", ErrNoTool)
 }
 
-// The fields asked, the free-text one last, so that a comma inside it
-// cannot shift the others.
+// The fields asked. nvidia-smi is asked for numbers and identifiers only,
+// never for text that another user's process chooses (process_name: a
+// process names itself anything, line breaks and commas too), so that
+// nothing in its answer can shape a row. The one text field, the card's
+// name, comes from the driver and the board, which only root changes; it
+// is last, so that a comma in it shifts no other field. A process's name
+// is the OS's, by its pid (see processName).
 var (
 	gpuFields = []string{"index", "uuid", "memory.total", "memory.used", "memory.free", fieldReserved, fieldMIG, "name"}
-	appFields = []string{"gpu_uuid", "pid", "used_memory", "process_name"}
+	appFields = []string{"gpu_uuid", "pid", "used_memory"}
 )
 
 // Fields of gpuFields that a driver may not know.
@@ -154,11 +161,14 @@ func (s *SMI) Devices(ctx context.Context) ([]Device, error) {
 
 // device reads one row of --query-gpu, whose fields are at col.
 func device(r []string, col map[string]int) (Device, error) {
-	idx, err := strconv.Atoi(r[col["index"]])
-	if err != nil || idx < 0 {
-		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(r[col["index"]]))
+	idx, ok := decimal(r[col["index"]])
+	if !ok || idx > 1<<20 {
+		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(clip(r[col["index"]])))
 	}
-	d := Device{Index: idx, UUID: printable(r[col["uuid"]]), Name: printable(r[col["name"]]), MIG: MIGOff}
+	if !isIdentifier(r[col["uuid"]]) {
+		return Device{}, fmt.Errorf("%w: %q is not a GPU's UUID", ErrOutput, printable(clip(r[col["uuid"]])))
+	}
+	d := Device{Index: int(idx), UUID: r[col["uuid"]], Name: printable(clip(r[col["name"]])), MIG: MIGOff}
 	m := &d.Memory
 	m.Reserved = Unknown
 	for _, f := range []struct {
@@ -169,9 +179,11 @@ func device(r []string, col map[string]int) (Device, error) {
 		if !asked {
 			continue
 		}
-		if *f.v, err = parseMiB(r[i]); err != nil {
+		v, err := parseMiB(r[i])
+		if err != nil {
 			return Device{}, err
 		}
+		*f.v = v
 	}
 	if !m.Reserved.Known() && m.Total.Known() && m.Used.Known() && m.Free.Known() {
 		// What is neither used nor free: about 0 from a driver older
@@ -196,7 +208,12 @@ func parseMIG(f string) MIGMode {
 	return MIGUnknown
 }
 
-// Processes runs nvidia-smi --query-compute-apps.
+// Processes runs nvidia-smi --query-compute-apps. Each process's Name is
+// what the OS calls the process with that pid now ("?" when it cannot
+// tell), not what nvidia-smi says. A row that is not a device's UUID, a
+// pid and a memory figure is an ErrOutput, never a row of another meaning;
+// a row whose pid is [N/A] or 0 (a vGPU guest's view: no process to name)
+// is left out.
 func (s *SMI) Processes(ctx context.Context) ([]Process, error) {
 	rows, err := s.query(ctx, "compute-apps", appFields)
 	if err != nil {
@@ -204,37 +221,95 @@ func (s *SMI) Processes(ctx context.Context) ([]Process, error) {
 	}
 	ps := make([]Process, 0, len(rows))
 	for _, r := range rows {
-		pid, err := strconv.Atoi(r[1])
-		if err != nil || pid <= 0 {
-			continue // [N/A] (a vGPU guest's view): no process to name
+		if !isIdentifier(r[0]) {
+			return nil, fmt.Errorf("%w: %q is not a GPU's UUID", ErrOutput, printable(clip(r[0])))
+		}
+		if notGiven(r[1]) || r[1] == "0" {
+			continue
+		}
+		pid, ok := decimal(r[1])
+		if !ok || pid > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: %q is not a pid", ErrOutput, printable(clip(r[1])))
 		}
 		used, err := parseMiB(r[2])
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, Process{Device: printable(r[0]), PID: pid, Used: used, Name: printable(baseName(r[3]))})
+		ps = append(ps, Process{Device: r[0], PID: int(pid), Used: used, Name: processName(int(pid))})
 	}
 	return ps, nil
+}
+
+// processName is what the OS calls pid (Linux: its comm, at most 15
+// bytes; elsewhere its executable's name), made printable; "?" when the
+// process is gone or cannot be read. The process chooses it, so it is
+// shown, never parsed.
+func processName(pid int) string {
+	st, ok := proc.ReadStat(pid)
+	if !ok || st.Comm == "" {
+		return "?"
+	}
+	return printable(clip(st.Comm))
+}
+
+// isIdentifier reports whether f can be a device's UUID as nvidia-smi
+// prints one ("GPU-5a6c...", "MIG-GPU-.../1/0"): letters, digits and
+// - / . : _ only, at most 128 bytes.
+func isIdentifier(f string) bool {
+	if f == "" || len(f) > 128 {
+		return false
+	}
+	for _, c := range []byte(f) {
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c == '-' || c == '/' || c == '.' || c == ':' || c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decimal reads a whole number written in digits only (no sign, no
+// space), at most 18 of them; ok false otherwise.
+func decimal(f string) (int64, bool) {
+	if f == "" || len(f) > 18 || strings.Trim(f, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f, 10, 64)
+	return n, err == nil
+}
+
+// notGiven reports whether f is one of the driver's words for a figure it
+// does not give.
+func notGiven(f string) bool {
+	switch f {
+	case "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Insufficient Permissions]", "[Unknown Error]":
+		return true
+	}
+	return false
 }
 
 // parseMiB reads a memory field: a whole number of MiB, or one of the
 // driver's words for a figure it does not give.
 func parseMiB(f string) (MiB, error) {
-	switch f {
-	case "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Insufficient Permissions]", "[Unknown Error]":
+	if notGiven(f) {
 		return Unknown, nil
 	}
-	n, err := strconv.ParseInt(f, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(f))
+	n, ok := decimal(f)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(clip(f)))
 	}
 	return MiB(n), nil
 }
 
-// maxOutput bounds what is read of one run's output.
+// maxOutput bounds what is read of one run's output: a healthy answer of
+// 64 cards with 1000 processes each is a few MiB less.
 const maxOutput = 1 << 20
 
-// query runs one query and splits its lines into len(fields) fields.
+// query runs one query and splits its lines into exactly len(fields)
+// fields. A run that prints more than maxOutput is stopped there (killed),
+// its answer an ErrOutput.
 func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]string, error) {
 	timeout := s.Timeout
 	if timeout <= 0 {
@@ -242,11 +317,17 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var stdout, stderr capped
 	cmd := exec.CommandContext(ctx, s.Path, "--query-"+kind+"="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Past the cap nvidia-smi is killed, as at the deadline: Start sets
+	// cmd.Process before the copies that write here begin.
+	kill := func() { cmd.Process.Kill() }
+	stdout, stderr := &bounded{over: kill}, &bounded{over: kill}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 200 * time.Millisecond
 	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %v", ErrNoTool, err)
 		}
@@ -262,21 +343,25 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 		// kernel cannot end. Leave it; its goroutine ends with it.
 		return nil, fmt.Errorf("%w within %s", ErrHung, timeout)
 	}
+	if stdout.full || stderr.full {
+		return nil, fmt.Errorf("%w: it printed more than %d MiB", ErrOutput, maxOutput>>20)
+	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeoutHit(ctx) {
 			return nil, fmt.Errorf("%w within %s", ErrHung, timeout)
 		}
 		return nil, ctx.Err()
 	}
-	out := stdout.String()
-	// nvidia-smi's whole answer, not a process's name that says so.
+	out := string(stdout.b)
+	// nvidia-smi's whole answer. (No field asked is text that a
+	// process chooses.)
 	if strings.HasPrefix(strings.TrimSpace(out), "No devices were found") {
 		return nil, ErrNoDevices
 	}
 	if err != nil {
 		msg := firstLine(out)
 		if msg == "" {
-			msg = firstLine(stderr.String())
+			msg = firstLine(string(stderr.b))
 		}
 		if msg == "" {
 			msg = err.Error()
@@ -286,29 +371,30 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 		}
 		return nil, fmt.Errorf("%w: %s", ErrDriver, msg)
 	}
-	var rows [][]string
+	return rows(out, len(fields))
+}
+
+// rows splits an answer into lines of n fields: ", " between them, the
+// last taking the rest of its line (the card's name may hold one). Blank
+// lines are none; a line of fewer fields is an ErrOutput, never a part of
+// the line before.
+func rows(out string, n int) ([][]string, error) {
+	var rs [][]string
 	for line := range strings.SplitSeq(out, "\n") {
-		line = strings.TrimRight(line, "\r")
+		line = strings.TrimSuffix(line, "\r")
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		r := strings.SplitN(line, ", ", len(fields))
-		if len(r) < len(fields) && len(rows) > 0 {
-			// The free-text field, last, went on past a line
-			// break: a process may name itself anything.
-			last := &rows[len(rows)-1][len(fields)-1]
-			*last += "\n" + line
-			continue
-		}
-		if len(r) != len(fields) {
-			return nil, fmt.Errorf("%w: %q", ErrOutput, printable(clip(line)))
+		r := strings.SplitN(line, ", ", n)
+		if len(r) != n {
+			return nil, fmt.Errorf("%w: %q has %d field(s), not %d", ErrOutput, printable(clip(line)), len(r), n)
 		}
 		for i := range r {
 			r[i] = strings.TrimSpace(r[i])
 		}
-		rows = append(rows, r)
+		rs = append(rs, r)
 	}
-	return rows, nil
+	return rs, nil
 }
 
 // notAFieldRE is how nvidia-smi refuses a field it does not know.
@@ -343,15 +429,29 @@ func clip(s string) string {
 	return s
 }
 
-// capped is a buffer that keeps the first maxOutput bytes written.
-type capped struct{ bytes.Buffer }
+// bounded keeps what nvidia-smi prints, up to maxOutput bytes. The first
+// write past that calls over (which kills nvidia-smi) and fails, so that
+// the copy from its pipe ends. It is no bytes.Buffer on purpose: io.Copy
+// would read through a Buffer's ReadFrom, everything, never calling Write.
+type bounded struct {
+	b    []byte
+	full bool
+	over func()
+}
 
-func (c *capped) Write(p []byte) (int, error) {
-	if room := maxOutput - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+func (w *bounded) Write(p []byte) (int, error) {
+	if w.full || len(w.b)+len(p) > maxOutput {
+		if !w.full {
+			w.full = true
+			w.over()
+		}
+		return 0, errTooMuch
 	}
+	w.b = append(w.b, p...)
 	return len(p), nil
 }
+
+var errTooMuch = errors.New("nvidia-smi printed too much")
 
 // Later is a Source that finds nvidia-smi (Locate("")) only when first
 // asked, once: for what a job may never ask (the peak sampler of a job

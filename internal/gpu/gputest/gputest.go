@@ -44,8 +44,11 @@ type App struct {
 	GPU     string // the device's UUID
 	PID     int
 	PIDFile string
-	Name    string // as the driver reports it: a path on Linux and Windows
-	Used    string // MiB, or "[N/A]" under Windows' WDDM
+	// Name is process_name as the driver reports it (a path on Linux
+	// and Windows; whatever the process calls itself, newlines too),
+	// printed only to a query that asks for it.
+	Name string
+	Used string // MiB, or "[N/A]" under Windows' WDDM
 }
 
 // Frame is what the card shows at one reading.
@@ -70,6 +73,13 @@ type Fixture struct {
 	// AppsFail, when set, is what --query-compute-apps prints before it
 	// exits 15, while --query-gpu answers.
 	AppsFail string
+	// Raw, when set, is what every query prints, exiting 0: an
+	// answer that is not what was asked.
+	Raw string
+	// Flood, when not 0, is how many bytes of rows every query prints
+	// (the frame's first row, over and over) before it exits 0: an
+	// answer no real driver gives.
+	Flood int64
 }
 
 // Write writes f to path at once (rename), starting its frames over.
@@ -127,6 +137,21 @@ func Hanging(path string) bool {
 	return err == nil
 }
 
+// HungPID is the pid of the fake that hung last since the last Write; 0
+// when none did.
+func HungPID(path string) int {
+	b, _ := os.ReadFile(path + ".hung")
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// hang records this fake as hung and never answers.
+func hang(path string) {
+	os.WriteFile(path+".hung.part", []byte(strconv.Itoa(os.Getpid())), 0o644)
+	os.Rename(path+".hung.part", path+".hung")
+	time.Sleep(time.Hour)
+}
+
 // AppCalls is how many --query-compute-apps calls the fake answered since
 // the last Write.
 func AppCalls(path string) int {
@@ -145,12 +170,14 @@ func answer(path string, args []string) (string, int) {
 		return "fake nvidia-smi: " + err.Error() + "\n", 2
 	}
 	if f.Hang {
-		os.WriteFile(path+".hung", nil, 0o644)
-		time.Sleep(time.Hour)
+		hang(path)
 	}
 	if f.Exit != 0 {
 		os.Stderr.WriteString(f.Stderr)
 		return f.Stdout, f.Exit
+	}
+	if f.Raw != "" {
+		return f.Raw, 0
 	}
 	var kind, fields string
 	format := ""
@@ -187,8 +214,7 @@ func answer(path string, args []string) (string, int) {
 		}
 		os.WriteFile(path+".calls", []byte(strconv.Itoa(calls+1)), 0o644)
 		if frame.Hang {
-			os.WriteFile(path+".hung", nil, 0o644)
-			time.Sleep(time.Hour)
+			hang(path)
 		}
 		if len(frame.GPUs) == 0 {
 			return "No devices were found\n", 6
@@ -235,11 +261,27 @@ func answer(path string, args []string) (string, int) {
 			rows = append(rows, row)
 		}
 	}
+	if f.Flood > 0 && len(rows) > 0 {
+		flood(strings.Join(rows[0], ", ")+"\n", f.Flood)
+		return "", 0
+	}
 	var s strings.Builder
 	for _, r := range rows {
 		s.WriteString(strings.Join(r, ", ") + "\n")
 	}
 	return s.String(), 0
+}
+
+// flood prints row over and over, n bytes in all, 64 KiB at a time.
+func flood(row string, n int64) {
+	chunk := []byte(strings.Repeat(row, max(1, 64<<10/len(row))))
+	for n > 0 {
+		w := chunk[:min(int64(len(chunk)), n)]
+		if _, err := os.Stdout.Write(w); err != nil {
+			return
+		}
+		n -= int64(len(w))
+	}
 }
 
 func pick(names []string, fields map[string]string) ([]string, string) {
