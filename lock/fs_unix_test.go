@@ -73,3 +73,43 @@ func TestProbeOfAFIFOIsUnknown(t *testing.T) {
 		t.Fatal("probeLiveFile(FIFO) blocked")
 	}
 }
+
+// A live waiter's ticket that this process cannot open (no descriptor
+// left: EMFILE; ENFILE and EACCES take the same path) is not taken for a
+// dead one. Not parallel: the limit is the process's.
+func TestTicketThatCannotBeOpenedIsAlive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.lock"+ticketSuffix+"00000000000000000001")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// The lowest descriptor free now: no open succeeds under it.
+	free, err := syscall.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(free)
+	low := old
+	low.Cur = uint64(free)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	alive := ticketAlive(path)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if !alive {
+		t.Error("a live ticket that could not be opened (EMFILE) was taken for a dead one")
+	}
+	if !ticketAlive(path) {
+		t.Error("a live ticket is taken for a dead one")
+	}
+}
