@@ -242,7 +242,6 @@ func TestGroupFolderWithoutSetgidIsRefused(t *testing.T) {
 	lock := filepath.Join(dir, "gpu.lock")
 	for _, args := range [][]string{
 		{"--lock", lock, "--wait", "5s", "--", "true"},
-		{"clear", "--lock", lock},
 	} {
 		r := startProc(t, gxUser(t, memberA, "022", nil, args...)).wait(t)
 		wantCode(t, r, 125)
