@@ -120,7 +120,10 @@ func writeSharers(b *strings.Builder, s *Status) {
 	if s.Info == nil || !s.Info.Share || s.State != StateHeld {
 		return
 	}
-	used, _ := Budget(s.Sharers)
+	used, known := Budget(s.Sharers)
+	if !known {
+		used = -1
+	}
 	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", fmtMiB(used), len(s.Sharers))
 	for _, sh := range s.Sharers {
 		fmt.Fprintf(b, "\n    %s: budget %s", sharerName(sh), fmtMiB(sh.MiB))

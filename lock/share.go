@@ -171,10 +171,15 @@ func listSharers(lockPath string, prune bool) []Sharer {
 
 // readSharer reads the sidecar at path: live when its kernel lock is held,
 // or (Gone) when it is free but the job's group it names still runs here.
+// One that is there but cannot be opened (another user's, EMFILE) cannot
+// be told: it counts as a live sharer whose budget is unknown.
 func readSharer(path string) (Sharer, bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return Sharer{}, false
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, osfile.ErrNotRegular) {
+			return Sharer{}, false
+		}
+		return Sharer{MiB: -1}, true
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)
