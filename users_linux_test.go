@@ -230,6 +230,16 @@ func TestLooseGuardOfAnOlderVersion(t *testing.T) {
 	}
 	r = startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--wait", "5s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
+	// A guard this member cannot open at all is an error naming the
+	// folder, not a lock held by another job.
+	if err := os.Chmod(guard, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--wait", "5s", "--", "true")).wait(t)
+	wantCode(t, r, 125)
+	if l := lines(r.stderr); len(l) != 1 || !strings.Contains(r.stderr, "cannot use the lock folder "+dir) {
+		t.Errorf("an unopenable guard is not one line naming the folder:\n%s", r.stderr)
+	}
 }
 
 // A folder its group may write but without setgid would give each file
