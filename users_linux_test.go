@@ -290,16 +290,9 @@ func TestTicketThatCannotBeOpenedIsNotDead(t *testing.T) {
 // nvidia-smi, and c's fixture made readable to all.
 func fakeSMI(t *testing.T, c *card) []string {
 	t.Helper()
+	// Beside the shared gpuexec, whose folder goes when the tests end.
+	dir := filepath.Dir(sharedGpuexec(t))
 	smiOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuexec-smi-")
-		if err == nil {
-			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			smiErr = err
-			return
-		}
 		smiBin = filepath.Join(dir, "nvidia-smi")
 		smiErr = copyFile(helperBin, smiBin, 0o755)
 	})

@@ -89,10 +89,15 @@ func CreateExcl(path string, kind Kind) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	perm := rule.Perm[kind]
 	// Created with no more than its final mode (the umask may take group
 	// bits away until the fchmod below: a member who opens it in that
-	// instant is refused, never an outsider let in), then given it.
+	// instant is refused, never an outsider let in), and with none for
+	// the group where it starts in another group than the folder's,
+	// then given it.
+	perm := rule.Perm[kind]
+	if rule.GID >= 0 && !rule.setgid && os.Getegid() != rule.GID {
+		perm &^= 0o070
+	}
 	var fd int
 	err = ignoringEINTR(func() (err error) {
 		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
@@ -141,6 +146,8 @@ type Rule struct {
 	// GID is the group the files must be in; -1 where any will do (a
 	// folder every user may write: see FolderRule).
 	GID int
+	// setgid: the folder gives each new file its group.
+	setgid bool
 }
 
 // FolderRule returns the Rule of the lock folder dir (read once per
@@ -178,12 +185,13 @@ func FolderRule(dir string) (Rule, error) {
 	case m&0o020 != 0 && m&os.ModeSetgid == 0:
 		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrNotSetgid}
 	case m&0o020 != 0:
-		r = Rule{Perm: [2]fs.FileMode{Shared: 0o660, Locked: 0o660}, GID: int(st.Gid)}
+		r = Rule{Perm: [2]fs.FileMode{Shared: 0o660, Locked: 0o660}, GID: int(st.Gid), setgid: true}
 	case m&0o040 != 0:
 		r = Rule{Perm: [2]fs.FileMode{Shared: 0o640, Locked: 0o640}, GID: int(st.Gid)}
 	default:
 		r = Rule{Perm: [2]fs.FileMode{Shared: 0o600, Locked: 0o600}, GID: int(st.Gid)}
 	}
+	r.setgid = r.setgid || m&os.ModeSetgid != 0
 	folderRules.Store(dir, r)
 	return r, nil
 }
@@ -251,9 +259,12 @@ func OpenGuard(path string) (f *os.File, writable bool, err error) {
 	return nil, false, err
 }
 
-// tighten checks that the guard open as f (at path) is open to nobody
-// outside the folder's group, as rule has it: if it is, its owner or root
-// gives it the rule's group and mode; anyone else gets a *LooseError.
+// tighten gives the guard open as f (at path) the group and mode that rule
+// has for it, where this user is its owner or root (an older gpuexec's
+// guard, open to others; or one whose mode keeps members out). Where this
+// user may not, a guard open to users outside the folder's group is a
+// *LooseError; a stricter one is left as it is (those it keeps out are
+// told they cannot open it).
 func tighten(f *os.File, path string, rule Rule) error {
 	if rule.GID < 0 {
 		return nil
@@ -263,11 +274,19 @@ func tighten(f *os.File, path string, rule Rule) error {
 		return err
 	}
 	perm := fs.FileMode(st.Mode) & fs.ModePerm
-	if perm&0o007 == 0 && (perm&0o070 == 0 || int(st.Gid) == rule.GID) {
+	if perm == rule.Perm[Shared] && int(st.Gid) == rule.GID {
 		return nil
 	}
+	loose := perm&0o007 != 0 || perm&0o070 != 0 && int(st.Gid) != rule.GID
 	if uid := os.Geteuid(); uid == 0 || uint32(uid) == st.Uid {
-		return conform(f, rule, Shared)
+		// Best effort where the file stays closed to others (a
+		// filesystem that cannot hold owners and permissions).
+		if err := conform(f, rule, Shared); err == nil || !loose {
+			return nil
+		}
+	}
+	if !loose {
+		return nil
 	}
 	return &LooseError{Path: path, Perm: perm, UID: int(st.Uid), GID: int(st.Gid), WantGID: rule.GID}
 }
