@@ -431,3 +431,33 @@ func TestTicketCounterAtTheTop(t *testing.T) {
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	wantCode(t, h.wait(t), 143)
 }
+
+// A guard that is a second name of a member's file elsewhere (a hard link
+// planted where fs.protected_hardlinks is off) is refused, and that file's
+// mode and group are never changed: tightening an older guard touches
+// only a file with one name.
+func TestGuardLinkedElsewhereIsNeverChanged(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("key\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(secret, int(memberA.uid), int(memberA.gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, lock+".guard"); err != nil {
+		t.Fatal(err)
+	}
+	r := startProc(t, gxUser(t, memberA, "022", nil, "--lock", lock, "--wait", "5s", "--", "true")).wait(t)
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, "2 names") {
+		t.Errorf("the linked guard was not refused as such:\n%s", r.stderr)
+	}
+	fi, err := os.Stat(secret)
+	if err != nil || fi.Mode().Perm() != 0o400 || fi.Sys().(*syscall.Stat_t).Gid != memberA.gid {
+		t.Errorf("the member's file is now %v, group %d (%v)", fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid, err)
+	}
+}

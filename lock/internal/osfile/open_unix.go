@@ -277,6 +277,11 @@ func tighten(f *os.File, path string, rule Rule) error {
 	if perm == rule.Perm[Shared] && int(st.Gid) == rule.GID {
 		return nil
 	}
+	if st.Nlink != 1 {
+		// Never a mode changed through a name planted beside the lock
+		// for a file elsewhere (opened read-only, unchecked so far).
+		return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it has %d names", ErrNotRegular, st.Nlink)}
+	}
 	loose := perm&0o007 != 0 || perm&0o070 != 0 && int(st.Gid) != rule.GID
 	if uid := os.Geteuid(); uid == 0 || uint32(uid) == st.Uid {
 		// Best effort where the file stays closed to others (a
