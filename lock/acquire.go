@@ -154,7 +154,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		}
 		rep.first(seen)
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) {
+		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) || ctx.Err() != nil {
 			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
 		}
 		pl.tk.touch(o.Heartbeat)

@@ -333,6 +333,58 @@ func TestArrivalNumbersAreBounded(t *testing.T) {
 	}
 }
 
+// Whatever counter a member wrote into the guard, the next arrival number
+// is above every ticket in the folder and below maxSeq (a ticket at or
+// above it is not seen: listTickets); when the tickets themselves reach
+// the top, nobody more may queue until they are gone.
+func TestArrivalNumbersNearTheTop(t *testing.T) {
+	o := testOptions(t)
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g, err := takeGuard(context.Background(), o.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.release()
+	for _, tt := range []struct {
+		counter uint64
+		last    uint64 // the last ticket's, 0: none
+		want    uint64 // 0: refused
+	}{
+		{0, 0, 1},
+		{5, 0, 6},
+		{5, 9, 10},
+		{counterMax - 1, 0, counterMax},
+		{counterMax - 1, counterMax + 5, counterMax + 6},
+		{counterMax, 0, 1},
+		{maxSeq - 2, 0, 1},
+		{maxSeq - 1, 0, 1},
+		{maxSeq - 1, 7, 8},
+		{maxSeq, 7, 8},
+		{1<<64 - 1, 0, 1},
+		{maxSeq - 2, maxSeq - 2, maxSeq - 1},
+		{3, maxSeq - 1, 0},
+	} {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], tt.counter)
+		if _, err := g.f.WriteAt(b[:], 0); err != nil {
+			t.Fatal(err)
+		}
+		var existing []ticketEntry
+		if tt.last > 0 {
+			existing = []ticketEntry{{seq: tt.last}}
+		}
+		seq, err := g.nextSeq(existing)
+		switch {
+		case tt.want == 0 && err == nil:
+			t.Errorf("counter %d, last ticket %d: nextSeq = %d, want it refused", tt.counter, tt.last, seq)
+		case tt.want != 0 && (err != nil || seq != tt.want):
+			t.Errorf("counter %d, last ticket %d: nextSeq = %d, %v; want %d", tt.counter, tt.last, seq, err, tt.want)
+		}
+	}
+}
+
 // Suspend stops the process only while it holds no guard, and no guard is
 // taken until it is continued.
 func TestSuspendWaitsForGuards(t *testing.T) {

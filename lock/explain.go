@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuexec/gpuexec/internal/safepath"
+	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // shareHint is how several users share a lock: a folder that their group
@@ -20,6 +21,12 @@ func (e *FolderError) Error() string {
 	what := "cannot use the lock folder " + e.Dir
 	if e.Holder != "" {
 		what = "cannot clear the stale lock of " + e.Holder + " in " + e.Dir
+	}
+	if errors.Is(e.Err, osfile.ErrNotSetgid) {
+		// Its one fix, in one line.
+		return fmt.Sprintf("lock: %s (%s): its group may write it, but it is not setgid, so each file in it would belong "+
+			"to its creator's primary group, which other members may not be in and users outside the folder's group may; "+
+			"run: chmod g+s %s && chgrp -R %s %s", what, describeFolder(e.Dir), e.Dir, folderGroup(e.Dir), e.Dir)
 	}
 	var se *safepath.Error
 	if errors.As(e.Err, &se) {
@@ -35,11 +42,12 @@ func (e *FolderError) Error() string {
 
 func (e *FolderError) Unwrap() error { return e.Err }
 
-// explain turns a permission error from the folder of lockPath into a
-// *FolderError; other errors are returned as they are.
+// explain turns a permission error from the folder of lockPath, or the
+// refusal of a group folder without setgid, into a *FolderError; other
+// errors are returned as they are.
 func explain(lockPath string, err error) error {
 	var fe *FolderError
-	if err == nil || !errors.Is(err, fs.ErrPermission) || errors.As(err, &fe) {
+	if err == nil || !errors.Is(err, fs.ErrPermission) && !errors.Is(err, osfile.ErrNotSetgid) || errors.As(err, &fe) {
 		return err
 	}
 	return &FolderError{Dir: filepath.Dir(lockPath), Err: err}

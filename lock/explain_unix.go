@@ -25,3 +25,13 @@ func describeFolder(dir string) string {
 	}
 	return s + fmt.Sprintf("; this is uid %d", os.Geteuid())
 }
+
+// folderGroup is dir's group, as a number ("?" when it cannot be read).
+func folderGroup(dir string) string {
+	if fi, err := os.Stat(dir); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return fmt.Sprint(st.Gid)
+		}
+	}
+	return "?"
+}

@@ -3,28 +3,35 @@
 package lock
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// Files gpuexec creates are writable by the folder's group where the group
-// may write the folder, never by others, whatever the umask. Not parallel:
-// the umask is the process's.
+// Files gpuexec creates follow the folder, whatever the umask: in a group
+// folder (setgid) 0660, in a private one 0640 where the folder's group may
+// read it and 0600 where not, in a sticky folder every user may write
+// 0644 (liveness files 0640). Nobody outside the folder's group may open
+// them. Not parallel: the umask is the process's.
 func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
 	for _, tt := range []struct {
-		folder os.FileMode
-		want   os.FileMode
+		folder     os.FileMode
+		want, live os.FileMode
 	}{
-		{os.ModeSetgid | 0o775, 0o664},
-		{0o755, 0o644},
-		{0o777, 0o664},
-		{0o770, 0o664},
-		{os.ModeSticky | 0o777, 0o644},
+		{os.ModeSetgid | 0o775, 0o660, 0o660},
+		{os.ModeSetgid | 0o770, 0o660, 0o660},
+		{os.ModeSetgid | 0o777, 0o660, 0o660},
+		{0o755, 0o640, 0o640},
+		{0o750, 0o640, 0o640},
+		{0o711, 0o600, 0o600},
+		{0o700, 0o600, 0o600},
+		{os.ModeSticky | 0o777, 0o644, 0o640},
 	} {
 		dir := filepath.Join(t.TempDir(), "locks")
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -43,12 +50,33 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 				t.Errorf("folder %v: %s is %v (%v), want %v", tt.folder, filepath.Base(p), fi.Mode().Perm(), err, tt.want)
 			}
 		}
-		// Whose kernel lock says a holder lives: the group may probe it,
-		// nobody else may open it (and take that lock).
-		if fi, err := os.Stat(h.LiveFiles()[0].Name()); err != nil || fi.Mode().Perm() != 0o640 {
-			t.Errorf("folder %v: the liveness file is %v (%v), want 0640", tt.folder, fi.Mode().Perm(), err)
+		if fi, err := os.Stat(h.LiveFiles()[0].Name()); err != nil || fi.Mode().Perm() != tt.live {
+			t.Errorf("folder %v: the liveness file is %v (%v), want %v", tt.folder, fi.Mode().Perm(), err, tt.live)
 		}
 		h.Release()
+	}
+}
+
+// A folder its group may write without setgid is refused, and nothing is
+// made in it.
+func TestGroupFolderWithoutSetgid(t *testing.T) {
+	for _, mode := range []os.FileMode{0o775, 0o770, 0o777, os.ModeSticky | 0o775} {
+		dir := filepath.Join(t.TempDir(), "locks")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		lock := filepath.Join(dir, "gpu.lock")
+		h, err := TryAcquire(Options{Path: lock, Owner: "o", Slug: "s"})
+		var fe *FolderError
+		if h != nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "chmod g+s "+dir) {
+			t.Errorf("folder %v: TryAcquire = %v, %v; want a FolderError with the recipe", mode, h, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("folder %v: %d files made in it", mode, len(ents))
+		}
 	}
 }
 
@@ -71,5 +99,45 @@ func TestProbeOfAFIFOIsUnknown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("probeLiveFile(FIFO) blocked")
+	}
+}
+
+// A live waiter's ticket that this process cannot open (no descriptor
+// left: EMFILE; ENFILE and EACCES take the same path) is not taken for a
+// dead one. Not parallel: the limit is the process's.
+func TestTicketThatCannotBeOpenedIsAlive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.lock"+ticketSuffix+"00000000000000000001")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// The lowest descriptor free now: no open succeeds under it.
+	free, err := syscall.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(free)
+	low := old
+	low.Cur = uint64(free)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	alive := ticketAlive(path)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if !alive {
+		t.Error("a live ticket that could not be opened (EMFILE) was taken for a dead one")
+	}
+	if !ticketAlive(path) {
+		t.Error("a live ticket is taken for a dead one")
 	}
 }

@@ -189,10 +189,24 @@ func competes(rec ticketRecord, err error, names []string, anchor string) bool {
 // years.
 const maxSeq = 1 << 62
 
+// counterMax bounds the counter in the guard: one at or above it (never
+// reached in use, but any member may write it there) is not used, and the
+// tickets alone number the next one. Half of maxSeq, so that tickets
+// numbered from such a counter still have numbers left after them.
+const counterMax = maxSeq / 2
+
+// errSeqsUsedUp is a queue whose last ticket is numbered maxSeq-1 (put
+// there by hand: the counter never gets so far): no number is left that
+// sorts after it.
+var errSeqsUsedUp = errors.New("the queue's arrival numbers are used up: its last ticket is numbered 2^62-1; nobody may queue until it is gone")
+
 // nextSeq hands out arrival numbers from a counter kept in the guard file,
 // never below a ticket that exists (the guard file may have been deleted).
 // Where this process may not write the guard (see osfile.OpenGuard), the number is
-// the last ticket's plus one. Call with the guard held.
+// the last ticket's plus one. A counter at or above counterMax (any value a
+// member may write there) is not used: the tickets alone number the next
+// one, so that every ticket is seen (listTickets) and sorts after those
+// before it. Call with the guard held.
 func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	var b [8]byte
 	n, err := g.f.ReadAt(b[:], 0)
@@ -203,11 +217,14 @@ func (g *guard) nextSeq(existing []ticketEntry) (uint64, error) {
 	if n == len(b) {
 		seq = binary.LittleEndian.Uint64(b[:])
 	}
-	if seq >= maxSeq {
+	if seq >= counterMax {
 		seq = 0
 	}
 	if k := len(existing); k > 0 && existing[k-1].seq > seq {
 		seq = existing[k-1].seq
+	}
+	if seq >= maxSeq-1 {
+		return 0, errSeqsUsedUp
 	}
 	seq++
 	if !g.writable {
@@ -287,11 +304,15 @@ func (t *ticket) drop() {
 	os.Remove(t.path)
 }
 
-// ticketAlive reports whether a waiter holds the ticket's kernel lock.
+// ticketAlive reports whether a waiter holds the ticket's kernel lock. A
+// ticket that is there but cannot be opened (EACCES: another user's mode;
+// EMFILE, ENFILE: no descriptor left) cannot be told: it is taken to be
+// alive, and goes only when its mtime is older than Options.Stale (see
+// ahead). Only a ticket that is gone, or is no regular file, is not.
 func ticketAlive(path string) bool {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return false
+		return !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, osfile.ErrNotRegular)
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)

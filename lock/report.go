@@ -120,9 +120,16 @@ func writeSharers(b *strings.Builder, s *Status) {
 	if s.Info == nil || !s.Info.Share || s.State != StateHeld {
 		return
 	}
-	used, _ := Budget(s.Sharers)
+	used, known := Budget(s.Sharers)
+	if !known {
+		used = -1
+	}
 	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", fmtMiB(used), len(s.Sharers))
 	for _, sh := range s.Sharers {
+		if sh.PID == 0 && sh.MiB < 0 {
+			b.WriteString("\n    a sharer whose sidecar this user may not read: budget unknown")
+			continue
+		}
 		fmt.Fprintf(b, "\n    %s: budget %s", sharerName(sh), fmtMiB(sh.MiB))
 		if sh.UsedMiB > 0 {
 			fmt.Fprintf(b, ", using %s", fmtMiB(sh.UsedMiB))

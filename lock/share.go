@@ -162,11 +162,26 @@ func listSharers(lockPath string, prune bool) []Sharer {
 			gone = append(gone, s)
 		case live:
 			out = append(out, s)
+		case unreadable(path):
+			// There, but not this user's to open (another user's
+			// mode; EMFILE): a sharer that cannot be told, whose
+			// budget is unknown (nothing more may join).
+			out = append(out, Sharer{MiB: -1})
 		case prune:
 			removeDeadLiveFile(path)
 		}
 	}
 	return append(out, gone...)
+}
+
+// unreadable reports whether the file at path is there but cannot be
+// opened (EACCES, EMFILE, ENFILE): never taken for a dead one's.
+func unreadable(path string) bool {
+	f, err := osfile.OpenRegular(path, false)
+	if err == nil {
+		f.Close()
+	}
+	return err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, osfile.ErrNotRegular)
 }
 
 // readSharer reads the sidecar at path: live when its kernel lock is held,

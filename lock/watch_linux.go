@@ -172,7 +172,10 @@ func (k *waker) watchHolders(paths []string) bool {
 }
 
 // follow watches the ticket at path instead of the folder, reporting false
-// if the ticket is already gone.
+// if the ticket is already gone. A ticket this user may not read (another
+// user's mode) cannot be watched: the folder then stays watched, and its
+// removal is seen there (a waiter killed leaves it until the head prunes
+// it).
 func (k *waker) follow(path string) bool {
 	if k == nil || !k.os.on {
 		_, err := os.Stat(path)
@@ -180,23 +183,31 @@ func (k *waker) follow(path string) bool {
 	}
 	k.os.mu.Lock()
 	defer k.os.mu.Unlock()
-	if k.os.dirWD >= 0 {
-		unix.InotifyRmWatch(k.os.fd, uint32(k.os.dirWD))
-		k.os.dirWD = -1
-	}
 	for wd := range k.os.holders {
 		unix.InotifyRmWatch(k.os.fd, uint32(wd))
 	}
 	k.os.holders = nil
-	if path == k.os.ticket && k.os.ticketWD >= 0 {
-		return true
+	if path != k.os.ticket || k.os.ticketWD < 0 {
+		k.unfollowLocked()
+		wd, err := unix.InotifyAddWatch(k.os.fd, path, ticketMask)
+		if errors.Is(err, unix.ENOENT) {
+			return false
+		}
+		if err != nil {
+			if k.os.dirWD < 0 {
+				if wd, err := unix.InotifyAddWatch(k.os.fd, k.dir, dirMask); err == nil {
+					k.os.dirWD = wd
+				}
+			}
+			_, err := os.Lstat(path)
+			return err == nil
+		}
+		k.os.ticketWD, k.os.ticket = wd, path
 	}
-	k.unfollowLocked()
-	wd, err := unix.InotifyAddWatch(k.os.fd, path, ticketMask)
-	if err != nil {
-		return false
+	if k.os.dirWD >= 0 {
+		unix.InotifyRmWatch(k.os.fd, uint32(k.os.dirWD))
+		k.os.dirWD = -1
 	}
-	k.os.ticketWD, k.os.ticket = wd, path
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,13 +81,26 @@ func mustBeRegular(f *os.File, path string, change bool) error {
 
 // CreateExcl creates the file at path, which must not exist (O_EXCL: a
 // symbolic link there counts as existing and is not followed), for reading
-// and writing. Its permissions are set whatever the umask (see Kind).
+// and writing. It is given the folder's group and the mode of its Kind
+// there (see FolderRule), whatever the umask; a folder that FolderRule
+// refuses gets no file.
 func CreateExcl(path string, kind Kind) (*os.File, error) {
-	// Created as the umask has it (0644 under the usual 022), so that
-	// readers see it at once; then given its permissions.
+	rule, err := FolderRule(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	// Created with no more than its final mode (the umask may take group
+	// bits away until the fchmod below: a member who opens it in that
+	// instant is refused, never an outsider let in), and with none for
+	// the group where it starts in another group than the folder's,
+	// then given it.
+	perm := rule.Perm[kind]
+	if rule.GID >= 0 && !rule.setgid && os.Getegid() != rule.GID {
+		perm &^= 0o070
+	}
 	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	err = ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
 		return err
 	})
 	if err != nil {
@@ -96,54 +110,139 @@ func CreateExcl(path string, kind Kind) (*os.File, error) {
 	// (os.OpenFile would try the runtime's poller first, four fcntl calls
 	// and an epoll_ctl that fails for regular files).
 	f := os.NewFile(uintptr(fd), path)
-	perm := sharedPerm(filepath.Dir(path))
-	if kind == Locked {
-		perm = 0o640
-	}
-	// Best effort: a filesystem that cannot hold permissions (a FAT
-	// stick, some network shares) keeps what it has.
-	_ = f.Chmod(perm)
+	// Best effort: a filesystem that cannot hold owners and permissions
+	// (a FAT stick, some network shares) keeps what it has.
+	_ = conform(f, rule, kind)
 	return f, nil
 }
 
-// folderPerms caches the permissions of lock folders: they are read once
-// per process and folder.
-var folderPerms sync.Map // folder → fs.FileMode
-
-// sharedPerm is the mode of a file gpuexec creates in folder dir: readable
-// by all, writable by the owner, and by the folder's group when the folder
-// is writable by its group. In a group folder (mode 2775, group gpu) every
-// member can then take the guard and clear a dead member's lock. Others
-// never get write access, even where they may write the folder (a sticky
-// /tmp): they can use the guard read-only (see OpenGuard), and must not be
-// able to rewrite another user's record in place. In a sticky folder each
-// file is its owner's alone.
-func sharedPerm(dir string) fs.FileMode {
-	if p, ok := folderPerms.Load(dir); ok {
-		return p.(fs.FileMode)
+// conform gives the open file f the group and mode that rule has for kind:
+// the folder's group where it needs one, and where f is in another group
+// that this user cannot change (not a member of the folder's group), no
+// group bits at all.
+func conform(f *os.File, rule Rule, kind Kind) error {
+	perm := rule.Perm[kind]
+	if rule.GID >= 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			return err
+		}
+		if int(st.Gid) != rule.GID {
+			if err := f.Chown(-1, rule.GID); err != nil {
+				perm &^= 0o070
+			}
+		}
 	}
-	perm := fs.FileMode(0o644)
-	if fi, err := os.Stat(dir); err == nil && fi.Mode()&os.ModeSticky == 0 {
-		perm |= fi.Mode().Perm() & 0o020
-	}
-	folderPerms.Store(dir, perm)
-	return perm
+	return f.Chmod(perm)
 }
+
+// Rule is how gpuexec makes files in one lock folder, from the folder's
+// own owner, group and mode: nobody outside the folder's group may open
+// them (an open file is all it takes to hold a kernel lock on it, and so
+// to stop every job, or to keep a dead holder looking alive).
+type Rule struct {
+	// Perm is the mode of each Kind of file.
+	Perm [2]fs.FileMode
+	// GID is the group the files must be in; -1 where any will do (a
+	// folder every user may write: see FolderRule).
+	GID int
+	// setgid: the folder gives each new file its group.
+	setgid bool
+}
+
+// FolderRule returns the Rule of the lock folder dir (read once per
+// process and folder):
+//
+//   - a folder its group may write (a group folder, 2775): every file
+//     0660 in the folder's group. Only with setgid, which gives each new
+//     file the folder's group: without it a file would be in its
+//     creator's primary group, which other members may not be in and
+//     outsiders may, and the folder is refused (ErrNotSetgid);
+//   - a folder every user may write, sticky (/tmp itself): nobody is
+//     outside it (anyone may create the lock there), and files are as an
+//     older gpuexec made them: the guard and record 0644, liveness files,
+//     tickets and sidecars 0640, in their creator's group;
+//   - any other folder (only its owner may write it: the default
+//     <tmp>/gpuexec): 0640 in the folder's group where the folder lets
+//     its group read it, else 0600.
+func FolderRule(dir string) (Rule, error) {
+	if r, ok := folderRules.Load(dir); ok {
+		return r.(Rule), nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return Rule{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return Rule{}, &fs.PathError{Op: "stat", Path: dir, Err: errors.New("cannot tell its group")}
+	}
+	m := fi.Mode()
+	var r Rule
+	switch {
+	case m&0o002 != 0 && m&os.ModeSticky != 0:
+		r = Rule{Perm: [2]fs.FileMode{Shared: 0o644, Locked: 0o640}, GID: -1}
+	case m&0o020 != 0 && m&os.ModeSetgid == 0:
+		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrNotSetgid}
+	case m&0o020 != 0:
+		r = Rule{Perm: [2]fs.FileMode{Shared: 0o660, Locked: 0o660}, GID: int(st.Gid), setgid: true}
+	case m&0o040 != 0:
+		r = Rule{Perm: [2]fs.FileMode{Shared: 0o640, Locked: 0o640}, GID: int(st.Gid)}
+	default:
+		r = Rule{Perm: [2]fs.FileMode{Shared: 0o600, Locked: 0o600}, GID: int(st.Gid)}
+	}
+	r.setgid = r.setgid || m&os.ModeSetgid != 0
+	folderRules.Store(dir, r)
+	return r, nil
+}
+
+// folderRules caches FolderRule: folder → Rule.
+var folderRules sync.Map
+
+// guardOpenTries bounds the opens of a guard that this user may not open:
+// its creator gives it its mode a moment after it creates it (see
+// CreateExcl), with a umask that may have left the group out until then.
+const (
+	guardOpenTries = 4
+	guardOpenPause = time.Millisecond
+)
 
 // OpenGuard opens the guard sidecar at path, creating it if missing. It is
 // opened for writing where this user may (the queue's counter lives in it)
 // and for reading otherwise (a guard made by an older gpuexec, or by a
 // user whose umask left it unwritable by the group): a kernel lock needs
 // no more, and the queue then numbers tickets from the folder alone.
+//
+// The guard is permanent, so one made by an older gpuexec, open to users
+// outside the folder's group, stays: its owner or root gives it the
+// folder's group and mode (see FolderRule) here; anyone else gets a
+// *LooseError and no guard. A guard that cannot be opened at all is an
+// error (fs.ErrPermission), never a guard that is held.
 func OpenGuard(path string) (f *os.File, writable bool, err error) {
-	for range 4 { // a few rounds: each loses only to another process creating or removing it
+	rule, err := FolderRule(filepath.Dir(path))
+	if err != nil {
+		return nil, false, err
+	}
+	denied := 0
+	for range 4 + guardOpenTries { // each round loses only to another process creating or removing it, or giving it its mode
 		f, err = OpenRegular(path, true)
-		if err == nil {
-			return f, true, nil
-		}
+		writable = err == nil
 		if errors.Is(err, fs.ErrPermission) {
 			f, err = OpenRegular(path, false)
-			return f, false, err
+		}
+		if err == nil {
+			if err := tighten(f, path, rule); err != nil {
+				f.Close()
+				return nil, false, err
+			}
+			return f, writable, nil
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			if denied++; denied == guardOpenTries {
+				return nil, false, err
+			}
+			time.Sleep(guardOpenPause)
+			continue
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, false, err
@@ -158,6 +257,43 @@ func OpenGuard(path string) (f *os.File, writable bool, err error) {
 		// Created by another process in between: open that one.
 	}
 	return nil, false, err
+}
+
+// tighten gives the guard open as f (at path) the group and mode that rule
+// has for it, where this user is its owner or root (an older gpuexec's
+// guard, open to others; or one whose mode keeps members out). Where this
+// user may not, a guard open to users outside the folder's group is a
+// *LooseError; a stricter one is left as it is (those it keeps out are
+// told they cannot open it).
+func tighten(f *os.File, path string, rule Rule) error {
+	if rule.GID < 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	perm := fs.FileMode(st.Mode) & fs.ModePerm
+	if perm == rule.Perm[Shared] && int(st.Gid) == rule.GID {
+		return nil
+	}
+	if st.Nlink != 1 {
+		// Never a mode changed through a name planted beside the lock
+		// for a file elsewhere (opened read-only, unchecked so far).
+		return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it has %d names", ErrNotRegular, st.Nlink)}
+	}
+	loose := perm&0o007 != 0 || perm&0o070 != 0 && int(st.Gid) != rule.GID
+	if uid := os.Geteuid(); uid == 0 || uint32(uid) == st.Uid {
+		// Best effort where the file stays closed to others (a
+		// filesystem that cannot hold owners and permissions).
+		if err := conform(f, rule, Shared); err == nil || !loose {
+			return nil
+		}
+	}
+	if !loose {
+		return nil
+	}
+	return &LooseError{Path: path, Perm: perm, UID: int(st.Uid), GID: int(st.Gid), WantGID: rule.GID}
 }
 
 // OpenToTouch opens the regular file at path to read it and set its times

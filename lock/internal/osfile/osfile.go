@@ -18,26 +18,51 @@
 // user: nothing here reads a path out of a file, and nothing follows one.
 package osfile
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
 
 // ErrNotRegular is returned (wrapped in a *fs.PathError) when a path is
 // something other than a regular file: a folder, a symbolic link, a FIFO, a
 // device.
 var ErrNotRegular = errors.New("not a regular file")
 
-// Kind says who gets which access to a file CreateExcl creates (Unix; on
-// Windows the folder's inherited ACL decides).
+// ErrNotSetgid is returned (wrapped in a *fs.PathError naming the folder)
+// for a lock folder that its group may write but that is not setgid: each
+// file made in it would belong to its creator's primary group, which other
+// members may not be in, and users outside the folder's group may (Unix).
+var ErrNotSetgid = errors.New("its group may write it, but it is not setgid")
+
+// LooseError is a guard that users outside its folder's group may open
+// (made by an older gpuexec), which this user may not tighten: only its
+// owner or root may change its mode and group.
+type LooseError struct {
+	Path    string
+	Perm    fs.FileMode // its permission bits
+	UID     int         // its owner
+	GID     int         // its group
+	WantGID int         // the folder's group
+}
+
+func (e *LooseError) Error() string {
+	return fmt.Sprintf("%s may be opened by users outside the folder's group (%v, uid %d, group %d; made by an older gpuexec?), "+
+		"who could hold it and stop every job: its owner or root must run gpuexec once, or: chmod o-rwx %s && chgrp %d %s",
+		e.Path, e.Perm, e.UID, e.GID, e.Path, e.WantGID, e.Path)
+}
+
+// Kind says what a file CreateExcl creates is for, and so who gets which
+// access to it (Unix: see FolderRule; on Windows the folder's inherited
+// ACL decides).
 type Kind int
 
 const (
-	// Shared: the guard and the record. Readable by all; writable by the
-	// owner and, where the folder's group may write the folder, by the
-	// group (see sharedPerm).
+	// Shared: the guard and the record.
 	Shared Kind = iota
-	// Locked: a liveness file or a ticket, whose kernel lock says its
-	// holder lives. 0640: the folder's group may probe the lock (a shared
-	// lock needs only reading), others may not open it at all, so that
-	// nobody outside the group can take that lock and make a dead holder
-	// or waiter look alive.
+	// Locked: a liveness file, a ticket or a sharer's sidecar, whose
+	// kernel lock says its holder lives. Nobody outside the folder's
+	// group may open it, so that nobody can take that lock and make a
+	// dead holder or waiter look alive (see FolderRule).
 	Locked
 )
