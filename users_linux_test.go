@@ -43,7 +43,7 @@ func (u localUser) credential() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
 }
 
-func needRoot(t *testing.T) {
+func needRootAndFlock(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run gpuexec and flock as other users (CI runs as root)")
@@ -57,7 +57,7 @@ func needRoot(t *testing.T) {
 // the umask and then becomes gpuexec (its pid is gpuexec's).
 func gxUser(t *testing.T, u localUser, mask string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	needRoot(t)
+	needRootAndFlock(t)
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
@@ -151,7 +151,7 @@ func wantOutsiderLockedOut(t *testing.T, u localUser, lock string, kinds ...stri
 // job; the members still queue and hand over to each other.
 func TestOutsiderCannotOpenAGroupFoldersFiles(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	jobs := openDir(t)
@@ -190,7 +190,7 @@ func TestOutsiderCannotOpenAGroupFoldersFiles(t *testing.T) {
 // user — nobody outside the folder's group can open the lock's files.
 func TestOutsiderCannotOpenAPrivateFoldersFiles(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	tmp := usersTmp(t)
 	jobs := openDir(t)
 	env := []string{"TMPDIR=" + tmp}
@@ -209,7 +209,7 @@ func TestOutsiderCannotOpenAPrivateFoldersFiles(t *testing.T) {
 // and is never told the lock is held.
 func TestLooseGuardOfAnOlderVersion(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	guard := lock + ".guard"
@@ -247,7 +247,7 @@ func TestLooseGuardOfAnOlderVersion(t *testing.T) {
 // outsiders may): it is refused with one line saying how to fix it.
 func TestGroupFolderWithoutSetgidIsRefused(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, 0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	for _, args := range [][]string{
@@ -269,7 +269,7 @@ func TestGroupFolderWithoutSetgidIsRefused(t *testing.T) {
 // behind it and leaves it in place.
 func TestTicketThatCannotBeOpenedIsNotDead(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	ticket := lock + ".ticket-00000000000000000001"
@@ -323,7 +323,7 @@ var (
 // liveness file's last close), not at the waiter's next poll.
 func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	jobs := openDir(t)
@@ -363,7 +363,7 @@ func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 // budgets by 0 job(s)" while two hold the card.
 func TestClearOfASharedLockCountsSharersItCannotRead(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSticky|0o777)
 	lock := filepath.Join(dir, "gpu.lock")
 	jobs := openDir(t)
@@ -438,7 +438,7 @@ func TestTicketCounterAtTheTop(t *testing.T) {
 // only a file with one name.
 func TestGuardLinkedElsewhereIsNeverChanged(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
+	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	secret := filepath.Join(t.TempDir(), "secret")
