@@ -1,0 +1,136 @@
+//go:build linux
+
+package main
+
+// A member of the lock folder's group plants a sidecar of its own beside a
+// shared lock ("<lock>.share-<token>", the file a sharer keeps its budget
+// in), with a budget of 1 MiB and naming the processes of a memory hog
+// that is not theirs: the hog's memory would count as a sharer's, within a
+// 1 MiB budget, and a sharer that does not fit would be let in. A sidecar
+// counts only when the processes it names are its file owner's (root's
+// files only root makes); here the sharer is admitted exactly as if the
+// sidecar were absent, status shows it as not counted, and it is left in
+// place (its kernel lock is held, or the group it names runs).
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+	procinfo "github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
+)
+
+func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs util-linux flock")
+	}
+	for _, tc := range []struct {
+		name string
+		held bool // the member holds the sidecar's kernel lock (flock FILE sleep)
+		// content is the sidecar's JSON, from the pid of the member's
+		// flock, the hog's pid (its group's too) and its start.
+		content func(flockPID, hog int, hogStart int64, token string) string
+	}{
+		{"held, naming the hog's group", true, func(flockPID, hog int, hogStart int64, token string) string {
+			return fmt.Sprintf(`{"pid":%d,"owner":"evil","slug":"fake","childPgid":%d,"childStart":%d,"vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
+				flockPID, hog, hogStart, token)
+		}},
+		{"not held, naming the hog's group (a gone sharer's job)", false, func(_, hog int, hogStart int64, token string) string {
+			return fmt.Sprintf(`{"pid":%d,"owner":"evil","slug":"fake","childPgid":%d,"childStart":%d,"vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
+				testsupport.DeadPID(t), hog, hogStart, token)
+		}},
+		{"held, naming the hog as its gpuexec", true, func(_, hog int, hogStart int64, token string) string {
+			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"owner":"evil","slug":"fake","vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
+				hog, hogStart, token)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to run a member of the folder's group (CI runs as root)")
+			}
+			dir := sharedDir(t, os.ModeSetgid|0o775)
+			lock := filepath.Join(dir, "gpu.lock")
+
+			// Root's memory hog, in a process group of its own.
+			hog := exec.Command("sleep", "600")
+			hog.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := hog.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(-hog.Process.Pid, syscall.SIGKILL); hog.Wait() })
+			hogStart, ok := procinfo.Start(hog.Process.Pid)
+			if !ok {
+				t.Fatal("cannot read the hog's start")
+			}
+			// 24 GiB card: the hog uses 12000 MiB, something else 500.
+			c := newCard(t, rtx4090(12500, gputest.App{GPU: gputest.UUID0, PID: hog.Process.Pid, Name: "/usr/bin/python3", Used: "12000"}))
+
+			a := startShared(t, c, lock, "--share", "--vram", "2G", "--slug", "a")
+			awaitStarted(t, a)
+			defer func() { wantCode(t, a.end(t), 0) }()
+
+			fake := lock + ".share-00000000deadbeef"
+			var flockPID int
+			if tc.held {
+				// The member creates the file and holds its kernel lock.
+				shAs(t, userA, "002", "printf '' > '"+fake+"'")
+				fl := exec.Command("flock", fake, "sleep", "600")
+				asUser(t, fl, userA)
+				fl.SysProcAttr.Setpgid = true
+				if err := fl.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { syscall.Kill(-fl.Process.Pid, syscall.SIGKILL); fl.Wait() })
+				flockPID = fl.Process.Pid
+				testsupport.Await(t, long, "the member's flock on the sidecar", func() bool { return lockedByOther(t, fake) })
+			}
+			content := tc.content(flockPID, hog.Process.Pid, hogStart, readRecord(t, lock).Token)
+			shAs(t, userA, "002", "printf '%s' '"+content+"' > '"+fake+"'")
+
+			// As if the sidecar were absent: 2.0 GiB of budgets + 12.2
+			// GiB in use by others + 9.0 GiB > 22.5 GiB.
+			r := gx(t, c.env(), "--lock", lock, "--share", "--vram", "9G", "--wait", "0", "--slug", "b", "--", "true")
+			wantCode(t, r, 75)
+			if want := "budgets 2.0 GiB (1 sharer(s)) + 12.2 GiB in use by others + 9.0 GiB > 22.5 GiB"; !strings.Contains(r.stderr, want) {
+				t.Errorf("the sharer's refusal does not say %q:\n%s", want, r.stderr)
+			}
+
+			human, m := statusOf(t, c, lock)
+			if len(sharersOf(m)) != 1 || m["budgetUsedMiB"] != float64(2048) {
+				t.Errorf("status --json counts the member's sidecar: sharers %v, budgetUsedMiB %v", m["sharers"], m["budgetUsedMiB"])
+			}
+			if !strings.Contains(human, "not counted: evil/fake") || !strings.Contains(human, "shared: 2.0 GiB of budgets by 1 job(s)") {
+				t.Errorf("status does not show the member's sidecar as not counted:\n%s", human)
+			}
+			if _, err := os.Lstat(fake); err != nil {
+				t.Errorf("the member's sidecar was removed although it is not provably dead: %v", err)
+			}
+		})
+	}
+}
+
+// lockedByOther reports whether another process holds a kernel lock
+// (flock) on path.
+func lockedByOther(t *testing.T, path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatal(err)
+	}
+	return true
+}
