@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -103,6 +104,7 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 			}
 
 			human, m := statusOf(t, c, lock)
+			t.Logf("status:\n%s", human)
 			if len(sharersOf(m)) != 1 || m["budgetUsedMiB"] != float64(2048) {
 				t.Errorf("status --json counts the member's sidecar: sharers %v, budgetUsedMiB %v", m["sharers"], m["budgetUsedMiB"])
 			}
@@ -133,4 +135,109 @@ func lockedByOther(t *testing.T, path string) bool {
 		t.Fatal(err)
 	}
 	return true
+}
+
+// A member's own sharer is counted, with its job's processes, both while
+// its gpuexec runs and once it is SIGKILLed while its job runs on (a
+// process of it that outlives the group's leader): its sidecar's owner is
+// the user its processes run as.
+func TestSidecarOfAMembersSharerCounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a member of the folder's group (CI runs as root)")
+	}
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	c := memberCard(t, rtx4090(500))
+	m := gxAs(t, userA, "002", c.memberEnv(t), "--lock", lock, "--share", "--vram", "2G", "--slug", "m", "--", "sh", "-c", "sleep 600 & wait")
+	member := startProc(t, m)
+	var pgid int
+	t.Cleanup(func() {
+		if pgid > 0 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
+	testsupport.Await(t, long, "the member's sharer to note its job", func() bool {
+		if member.exited() {
+			t.Fatalf("the member's gpuexec exited:\n%s", member.stderr())
+		}
+		sh := sharersOf(testsupport.StatusJSON(t, long, gpuexecBin, lock))
+		if len(sh) == 1 {
+			f, _ := sh[0].(map[string]any)["childPgid"].(float64)
+			pgid = int(f)
+		}
+		return pgid > 0
+	})
+	// The job's sleep (not its leader, the shell, which Linux ends with
+	// its gpuexec) uses 3000 MiB of the 3500 in use.
+	var worker int
+	testsupport.Await(t, long, "the job's sleep", func() bool {
+		_, pgrp := procinfo.Tree()
+		for pid, g := range pgrp {
+			if g == pgid && pid != pgid {
+				worker = pid
+			}
+		}
+		return worker > 0
+	})
+	c.set(rtx4090(3500, gputest.App{GPU: gputest.UUID0, PID: worker, Name: "/usr/bin/python3", Used: "3000"}))
+
+	counted := func(when string) {
+		t.Helper()
+		r := gx(t, c.env(), "--lock", lock, "--share", "--vram", "21G", "--wait", "0", "--slug", "b", "--", "true")
+		wantCode(t, r, 75)
+		if want := "budgets 2.0 GiB (1 sharer(s)) + 500 MiB in use by others + 21.0 GiB > 22.5 GiB"; !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: the sharer's refusal does not say %q:\n%s", when, want, r.stderr)
+		}
+		human, st := statusOf(t, c, lock)
+		if len(sharersOf(st)) != 1 || st["notCounted"] != nil || strings.Contains(human, "not counted") {
+			t.Errorf("%s: the member's sharer is not counted:\n%s", when, human)
+		}
+	}
+	counted("while its gpuexec runs")
+	m.Process.Signal(syscall.SIGKILL)
+	member.wait(t)
+	counted("its gpuexec SIGKILLed, its job running")
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	testsupport.Await(t, long, "the lock free once the member's job is gone", func() bool {
+		return testsupport.StatusJSON(t, long, gpuexecBin, lock)["state"] != "held"
+	})
+}
+
+// memberCard is a card whose fixture the members of group gpu can read.
+func memberCard(t *testing.T, f gputest.Fixture) *card {
+	t.Helper()
+	dir := t.TempDir()
+	reachable(t, dir)
+	c := &card{t: t, fixture: filepath.Join(dir, "smi.json")}
+	c.set(f)
+	return c
+}
+
+var (
+	memberSMIOnce sync.Once
+	memberSMI     string // this test binary where any user can run it, as nvidia-smi
+	memberSMIErr  error
+)
+
+// memberEnv is env for a gpuexec run as another user: the fake nvidia-smi
+// is a copy of this test binary that any user can run.
+func (c *card) memberEnv(t *testing.T, extra ...string) []string {
+	t.Helper()
+	memberSMIOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuexec-smi-")
+		if err == nil {
+			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			memberSMIErr = err
+			return
+		}
+		memberSMI = filepath.Join(dir, "nvidia-smi")
+		memberSMIErr = copyFile(helperBin, memberSMI, 0o755)
+	})
+	if memberSMIErr != nil {
+		t.Fatal(memberSMIErr)
+	}
+	return append([]string{gputest.Env + "=" + c.fixture, "GPUEXEC_NVIDIA_SMI=" + memberSMI}, extra...)
 }
