@@ -32,24 +32,33 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 	if _, err := exec.LookPath("flock"); err != nil {
 		t.Skip("needs util-linux flock")
 	}
+	// What the member names: the pid of its flock, root's hog (pid,
+	// group, start), a group of its own (start), the record's token.
+	type names struct {
+		flock, hog, own    int
+		hogStart, ownStart int64
+		token              string
+	}
+	const tail = `"owner":"evil","slug":"fake","vramMiB":1,"since":"2026-01-01T00:00:00.000Z"`
 	for _, tc := range []struct {
 		name string
 		held bool // the member holds the sidecar's kernel lock (flock FILE sleep)
-		// content is the sidecar's JSON, from the pid of the member's
-		// flock, the hog's pid (its group's too) and its start.
-		content func(flockPID, hog int, hogStart int64, token string) string
+		// counted: the sidecar is the member's own (its processes are),
+		// and counts, but never with the hog's memory.
+		counted bool
+		content func(n names) string
 	}{
-		{"held, naming the hog's group", true, func(flockPID, hog int, hogStart int64, token string) string {
-			return fmt.Sprintf(`{"pid":%d,"owner":"evil","slug":"fake","childPgid":%d,"childStart":%d,"vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
-				flockPID, hog, hogStart, token)
+		{"held, naming the hog's group", true, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, n.flock, n.hog, n.hogStart, n.token)
 		}},
-		{"not held, naming the hog's group (a gone sharer's job)", false, func(_, hog int, hogStart int64, token string) string {
-			return fmt.Sprintf(`{"pid":%d,"owner":"evil","slug":"fake","childPgid":%d,"childStart":%d,"vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
-				testsupport.DeadPID(t), hog, hogStart, token)
+		{"not held, naming the hog's group (a gone sharer's job)", false, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, testsupport.DeadPID(t), n.hog, n.hogStart, n.token)
 		}},
-		{"held, naming the hog as its gpuexec", true, func(_, hog int, hogStart int64, token string) string {
-			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"owner":"evil","slug":"fake","vramMiB":1,"since":"2026-01-01T00:00:00.000Z","lock":%q}`,
-				hog, hogStart, token)
+		{"held, naming the hog as its gpuexec", true, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"lock":%q,`+tail+`}`, n.hog, n.hogStart, n.token)
+		}},
+		{"not held, naming a group of its own and the hog as its gone gpuexec", false, true, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, n.hog, n.hogStart, n.own, n.ownStart, n.token)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,24 +101,39 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 				flockPID = fl.Process.Pid
 				testsupport.Await(t, long, "the member's flock on the sidecar", func() bool { return lockedByOther(t, fake) })
 			}
-			content := tc.content(flockPID, hog.Process.Pid, hogStart, readRecord(t, lock).Token)
+			// A process group of the member's own.
+			own := exec.Command("sleep", "600")
+			asUser(t, own, userA)
+			own.SysProcAttr.Setpgid = true
+			if err := own.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(-own.Process.Pid, syscall.SIGKILL); own.Wait() })
+			ownStart, _ := procinfo.Start(own.Process.Pid)
+			content := tc.content(names{flockPID, hog.Process.Pid, own.Process.Pid, hogStart, ownStart, readRecord(t, lock).Token})
 			shAs(t, userA, "002", "printf '%s' '"+content+"' > '"+fake+"'")
 
 			// As if the sidecar were absent: 2.0 GiB of budgets + 12.2
-			// GiB in use by others + 9.0 GiB > 22.5 GiB.
+			// GiB in use by others + 9.0 GiB > 22.5 GiB; or, for the
+			// member's own, with its 1 MiB of budget, and the hog's
+			// memory still in use by others.
+			sharers, budget, shown := 1, 2048, "not counted: evil/fake"
+			if tc.counted {
+				sharers, budget, shown = 2, 2049, "evil/fake (pid "
+			}
 			r := gx(t, c.env(), "--lock", lock, "--share", "--vram", "9G", "--wait", "0", "--slug", "b", "--", "true")
 			wantCode(t, r, 75)
-			if want := "budgets 2.0 GiB (1 sharer(s)) + 12.2 GiB in use by others + 9.0 GiB > 22.5 GiB"; !strings.Contains(r.stderr, want) {
+			if want := fmt.Sprintf("budgets 2.0 GiB (%d sharer(s)) + 12.2 GiB in use by others + 9.0 GiB > 22.5 GiB", sharers); !strings.Contains(r.stderr, want) {
 				t.Errorf("the sharer's refusal does not say %q:\n%s", want, r.stderr)
 			}
 
 			human, m := statusOf(t, c, lock)
 			t.Logf("status:\n%s", human)
-			if len(sharersOf(m)) != 1 || m["budgetUsedMiB"] != float64(2048) {
-				t.Errorf("status --json counts the member's sidecar: sharers %v, budgetUsedMiB %v", m["sharers"], m["budgetUsedMiB"])
+			if len(sharersOf(m)) != sharers || m["budgetUsedMiB"] != float64(budget) {
+				t.Errorf("status --json: sharers %v, budgetUsedMiB %v; want %d sharer(s), %d MiB", m["sharers"], m["budgetUsedMiB"], sharers, budget)
 			}
-			if !strings.Contains(human, "not counted: evil/fake") || !strings.Contains(human, "shared: 2.0 GiB of budgets by 1 job(s)") {
-				t.Errorf("status does not show the member's sidecar as not counted:\n%s", human)
+			if !strings.Contains(human, shown) || strings.Contains(human, "not counted") == tc.counted {
+				t.Errorf("status does not show the member's sidecar as %q:\n%s", shown, human)
 			}
 			if _, err := os.Lstat(fake); err != nil {
 				t.Errorf("the member's sidecar was removed although it is not provably dead: %v", err)
