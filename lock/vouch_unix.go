@@ -22,6 +22,8 @@ import (
 // when the processes it names run as its file's owner, the user whose
 // gpuexec made it (root's files only root makes, and root's are taken as
 // they are). So a sidecar is refused when
+//   - its file has more than one name (a hard link to someone else's
+//     file, where fs.protected_hardlinks allows one);
 //   - its gpuexec still holds it (not Gone) and its pid runs as another
 //     user (the real uid; for a Gone sharer the pid is a dead gpuexec's
 //     and may be anyone's by now);
@@ -41,7 +43,14 @@ func vouch(f *os.File, s Sharer) string {
 		return ""
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || st.Uid == 0 {
+	switch {
+	case !ok:
+		return ""
+	case st.Nlink != 1:
+		// A second name for some other file (gpuexec makes each sidecar
+		// anew, with one name): its owner says nothing of who wrote it.
+		return fmt.Sprintf("its file has %d links", st.Nlink)
+	case st.Uid == 0:
 		return ""
 	}
 	owner := int(st.Uid)

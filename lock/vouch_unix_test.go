@@ -77,6 +77,13 @@ func TestVouch(t *testing.T) {
 		t.Cleanup(func() { f.Close() })
 		return f
 	}
+	linked := func(uid int) *os.File {
+		f := file(uid)
+		if err := os.Link(f.Name(), f.Name()+"-link"); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
 	for _, tc := range []struct {
 		name  string
 		owner int
@@ -103,6 +110,10 @@ func TestVouch(t *testing.T) {
 				t.Errorf("vouch = %q, want %q", got, tc.want)
 			}
 		})
+	}
+	// A second name for a file, even root's, is nobody's sidecar.
+	if got := vouch(linked(0), Sharer{PID: rootJob}); !strings.Contains(got, "2 links") {
+		t.Errorf("vouch of a file with two names = %q", got)
 	}
 	// What a file says of itself is never taken.
 	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"refused":"","gone":true}`)); s.Refused != "" || s.Gone {
