@@ -39,8 +39,9 @@ func enoughFiles() error {
 		return nil
 	}
 	unix.Close(fd)
-	if lim.Cur != unix.RLIM_INFINITY && lim.Cur < uint64(fd)+minFiles {
-		return fmt.Errorf("too few file descriptors: %d free under the limit of %d (ulimit -n); gpuexec needs %d", lim.Cur-uint64(fd), lim.Cur, minFiles)
+	// RLIM_INFINITY is the largest figure of its type: never short.
+	if limit := uint64(lim.Cur); limit < uint64(fd)+minFiles {
+		return fmt.Errorf("too few file descriptors: %d free under the limit of %d (ulimit -n); gpuexec needs %d", limit-uint64(fd), limit, minFiles)
 	}
 	return nil
 }
