@@ -90,7 +90,7 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 			var flockPID int
 			if tc.held {
 				// The member creates the file and holds its kernel lock.
-				shAs(t, userA, "002", "printf '' > '"+fake+"'")
+				shAs(t, userA, "027", "printf '' > '"+fake+"'")
 				fl := exec.Command("flock", fake, "sleep", "600")
 				asUser(t, fl, userA)
 				fl.SysProcAttr.Setpgid = true
@@ -111,7 +111,7 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 			t.Cleanup(func() { syscall.Kill(-own.Process.Pid, syscall.SIGKILL); own.Wait() })
 			ownStart, _ := procinfo.Start(own.Process.Pid)
 			content := tc.content(names{flockPID, hog.Process.Pid, own.Process.Pid, hogStart, ownStart, readRecord(t, lock).Token})
-			shAs(t, userA, "002", "printf '%s' '"+content+"' > '"+fake+"'")
+			shAs(t, userA, "027", "printf '%s' '"+content+"' > '"+fake+"'")
 
 			// As if the sidecar were absent: 2.0 GiB of budgets + 12.2
 			// GiB in use by others + 9.0 GiB > 22.5 GiB; or, for the
@@ -134,6 +134,9 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 			}
 			if !strings.Contains(human, shown) || strings.Contains(human, "not counted") == tc.counted {
 				t.Errorf("status does not show the member's sidecar as %q:\n%s", shown, human)
+			}
+			if !strings.Contains(human, "runs as uid 0") && !tc.counted {
+				t.Errorf("status does not say the sidecar names root's processes:\n%s", human)
 			}
 			if _, err := os.Lstat(fake); err != nil {
 				t.Errorf("the member's sidecar was removed although it is not provably dead: %v", err)

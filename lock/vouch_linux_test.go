@@ -115,6 +115,14 @@ func TestVouch(t *testing.T) {
 	if got := vouch(linked(0), Sharer{PID: rootJob}); !strings.Contains(got, "2 links") {
 		t.Errorf("vouch of a file with two names = %q", got)
 	}
+	// Nor is a file that others than its owner may write.
+	f := file(0)
+	if err := os.Chmod(f.Name(), 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if got := vouch(f, Sharer{PID: rootJob}); !strings.Contains(got, "written by others") {
+		t.Errorf("vouch of a group-writable file = %q", got)
+	}
 	// What a file says of itself is never taken.
 	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"refused":"","gone":true}`)); s.Refused != "" || s.Gone {
 		t.Errorf("parseSharer took refused or gone from the file: %+v", s)

@@ -23,7 +23,8 @@ import (
 // gpuexec made it (root's files only root makes, and root's are taken as
 // they are). So a sidecar is refused when
 //   - its file has more than one name (a hard link to someone else's
-//     file, where fs.protected_hardlinks allows one);
+//     file, where fs.protected_hardlinks allows one), or others than its
+//     owner may write it;
 //   - its gpuexec still holds it (not Gone) and its pid runs as another
 //     user (the real uid; for a Gone sharer the pid is a dead gpuexec's
 //     and may be anyone's by now);
@@ -50,6 +51,11 @@ func vouch(f *os.File, s Sharer) string {
 		// A second name for some other file (gpuexec makes each sidecar
 		// anew, with one name): its owner says nothing of who wrote it.
 		return fmt.Sprintf("its file has %d links", st.Nlink)
+	case fi.Mode().Perm()&0o022 != 0:
+		// gpuexec makes sidecars writable by their owner alone
+		// (osfile.Locked): one that others may write says nothing of
+		// who wrote it either.
+		return fmt.Sprintf("its file may be written by others than its owner (%s)", fi.Mode().Perm())
 	case st.Uid == 0:
 		return ""
 	}
