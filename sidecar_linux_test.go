@@ -135,6 +135,9 @@ func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
 			if !strings.Contains(human, shown) || strings.Contains(human, "not counted") == tc.counted {
 				t.Errorf("status does not show the member's sidecar as %q:\n%s", shown, human)
 			}
+			if nc, _ := m["notCounted"].([]any); !tc.counted && (len(nc) != 1 || nc[0].(map[string]any)["refused"] == nil) {
+				t.Errorf("status --json does not list the sidecar as not counted, with why: %v", m["notCounted"])
+			}
 			if !strings.Contains(human, "runs as uid 0") && !tc.counted {
 				t.Errorf("status does not say the sidecar names root's processes:\n%s", human)
 			}
