@@ -138,6 +138,9 @@ func writeSharers(b *strings.Builder, s *Status) {
 			b.WriteString(": OVER BUDGET")
 		}
 	}
+	for _, sh := range s.NotCounted {
+		fmt.Fprintf(b, "\n    not counted: %s, budget %s: %s", sharerName(sh), fmtMiB(sh.MiB), sh.Refused)
+	}
 }
 
 // JSON is a lock's object in `gpuexec status --json`: the record's fields
@@ -186,6 +189,9 @@ func (s *Status) JSON() map[string]any {
 			m["budgetUsedMiB"] = used
 		} else {
 			m["budgetUsedMiB"] = nil
+		}
+		if len(s.NotCounted) > 0 {
+			m["notCounted"] = s.NotCounted
 		}
 	}
 	return m

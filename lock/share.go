@@ -83,6 +83,11 @@ type Sharer struct {
 	Over    bool  `json:"over,omitempty"`
 	// Lock is the token of the record it shares.
 	Lock string `json:"lock,omitempty"`
+	// Refused says why its sidecar is not counted, "" when it is: the
+	// processes it names are not its file owner's (see vouch). A refused
+	// sidecar counts for nothing (no budget, no processes of a sharer,
+	// nothing kept held) and is listed in Status.NotCounted.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Budget is the sum of the sharers' budgets; known is false when a
@@ -128,6 +133,7 @@ func parseSharer(b []byte) (Sharer, bool) {
 		s.ChildStart = 0
 	}
 	s.Gone = false // said by the kernel's lock, not by the file
+	s.Refused = "" // said by vouch, not by the file
 	if s.UsedMiB < 0 {
 		s.UsedMiB = 0
 	}
@@ -140,16 +146,17 @@ func parseSharer(b []byte) (Sharer, bool) {
 // listSharers reads the live sharers beside the lock at lockPath: those
 // whose sidecar's kernel lock is held, then those whose gpuexec is gone
 // while their job's group still runs on this host (Gone), each in name
-// order; with prune, the dead ones' sidecars are removed. Call with the
-// lock's guard held to count them (sidecars are written whole under it);
-// without, a sidecar caught being written is read again.
-func listSharers(lockPath string, prune bool) []Sharer {
+// order; with prune, the dead ones' sidecars are removed. Live sidecars
+// that are not counted (Refused) come apart, in refused, and stay. Call
+// with the lock's guard held to count them (sidecars are written whole
+// under it); without, a sidecar caught being written is read again.
+func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
 	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out, gone []Sharer
+	var gone []Sharer
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), base+shareSuffix)
 		if !ok || !validToken(rest) {
@@ -158,20 +165,22 @@ func listSharers(lockPath string, prune bool) []Sharer {
 		path := filepath.Join(dir, e.Name())
 		s, live := readSharer(path)
 		switch {
+		case live && s.Refused != "":
+			refused = append(refused, s)
 		case live && s.Gone:
 			gone = append(gone, s)
 		case live:
-			out = append(out, s)
+			sharers = append(sharers, s)
 		case unreadable(path):
 			// There, but not this user's to open (another user's
 			// mode; EMFILE): a sharer that cannot be told, whose
 			// budget is unknown (nothing more may join).
-			out = append(out, Sharer{MiB: -1})
+			sharers = append(sharers, Sharer{MiB: -1})
 		case prune:
 			removeDeadLiveFile(path)
 		}
 	}
-	return append(out, gone...)
+	return append(sharers, gone...), refused
 }
 
 // unreadable reports whether the file at path is there but cannot be
@@ -185,7 +194,8 @@ func unreadable(path string) bool {
 }
 
 // readSharer reads the sidecar at path: live when its kernel lock is held,
-// or (Gone) when it is free but the job's group it names still runs here.
+// or (Gone) when it is free but the job's group it names still runs here;
+// a live one that vouch refuses says why in Refused.
 func readSharer(path string) (Sharer, bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
@@ -209,12 +219,14 @@ func readSharer(path string) (Sharer, bool) {
 		time.Sleep(time.Millisecond) // being written (read without the guard)
 	}
 	if !ok {
+		s.Refused = vouch(f, s)
 		return s, true
 	}
 	// Its gpuexec is gone: the sharer lives on while its job does. Only
 	// a group whose start is known counts (see Info.ChildStart).
 	if s.ChildPGID > 0 && s.ChildStart > 0 && sameHost(s.Host) && proc.GroupAliveSince(s.ChildPGID, s.ChildStart) {
 		s.Gone = true
+		s.Refused = vouch(f, s)
 		return s, true
 	}
 	return Sharer{}, false
@@ -258,7 +270,7 @@ type shareHold struct {
 func newSidecar(o Options, lockPath, recordToken string) (*shareHold, error) {
 	selfStartOnce.Do(findSelfStart)
 	p := sharePath(lockPath, newToken())
-	f, err := osfile.CreateExcl(p, osfile.Locked)
+	f, err := osfile.CreateExcl(p, osfile.Sidecar)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +422,7 @@ func naming(rec Info, who Info) Info {
 // whether the record was removed.
 func (h *fileLock) leaveGuarded() (bool, error) {
 	h.share.leave()
-	rest := listSharers(h.o.Path, true)
+	rest, _ := listSharers(h.o.Path, true)
 	var mine []Sharer
 	for _, s := range rest {
 		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 {

@@ -72,12 +72,15 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		case strings.HasPrefix(rest, shareSuffix) && validToken(rest[len(shareSuffix):]):
 			// A sharer's sidecar: a live one whose record is gone is a
 			// sharer whose job still runs (its liveness file, held too,
-			// says the same); a dead one is a leftover.
-			if _, live := readSharer(path); live {
+			// says the same); a dead one is a leftover. A refused one
+			// keeps nothing held, and stays while it lives.
+			s, live := readSharer(path)
+			switch {
+			case live && s.Refused == "":
 				if busy == nil {
 					busy = orphanStatus(lockPath, path, 0)
 				}
-			} else if remove {
+			case !live && remove:
 				removeDeadLiveFile(path)
 			}
 		case !remove:

@@ -157,15 +157,24 @@ func shareOf(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.
 }
 
 // addSharers adds the sharers on this host to jobs (by pid) and groups (by
-// their jobs' process groups), for gpu.Attribute.
+// their jobs' process groups), for gpu.Attribute. A gone sharer's pid is
+// a dead gpuexec's, which may be any process's by now: only its group
+// counts, keyed in jobs by minus its number, which no process has.
 func addSharers(jobs map[int]gpu.Job, groups map[int]int, sharers []lock.Sharer) {
 	for _, s := range sharers {
 		if s.PID <= 0 || !proc.SameHost(s.Host) {
 			continue
 		}
-		jobs[s.PID] = gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
-		if s.ChildPGID > 0 {
-			groups[s.ChildPGID] = s.PID
+		job := gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}
+		switch {
+		case !s.Gone:
+			jobs[s.PID] = job
+			if s.ChildPGID > 0 {
+				groups[s.ChildPGID] = s.PID
+			}
+		case s.ChildPGID > 0:
+			jobs[-s.ChildPGID] = job
+			groups[s.ChildPGID] = -s.ChildPGID
 		}
 	}
 }

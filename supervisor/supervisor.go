@@ -476,12 +476,8 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	began := time.Now()
 	done, err := st.start(cmd)
 	if err != nil {
-		code := ExitCannotExec
-		if errors.Is(err, fs.ErrNotExist) {
-			code = ExitNotFound
-		}
 		log.Error("could not start the job", "command", cfg.Argv[0], "error", err)
-		return code
+		return startStatus(err)
 	}
 	grp, err := newGroup(cmd, cfg.SoleJob, others)
 	if err != nil {

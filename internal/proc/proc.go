@@ -8,7 +8,9 @@
 //
 // Per-OS files: alive_unix.go and alive_windows.go (Alive), stat_linux.go
 // (/proc: Stat, Start, Tree, Parent, GroupAlive), group_bsd.go (GroupAlive
-// by kill), start_other.go (Start, Parent and ReadStat through gopsutil).
+// by kill), start_other.go (Start, Parent and ReadStat through gopsutil),
+// uid_linux.go and uid_bsd.go (UID, GroupUID: who a process runs as; Unix
+// only).
 package proc
 
 import (

@@ -142,7 +142,7 @@ func conform(f *os.File, rule Rule, kind Kind) error {
 // to stop every job, or to keep a dead holder looking alive).
 type Rule struct {
 	// Perm is the mode of each Kind of file.
-	Perm [2]fs.FileMode
+	Perm [3]fs.FileMode
 	// GID is the group the files must be in; -1 where any will do (a
 	// folder every user may write: see FolderRule).
 	GID int
@@ -154,7 +154,8 @@ type Rule struct {
 // process and folder):
 //
 //   - a folder its group may write (a group folder, 2775): every file
-//     0660 in the folder's group. Only with setgid, which gives each new
+//     0660 in the folder's group, but a sharer's sidecar 0640 (only its
+//     owner may write what it says; see Sidecar). Only with setgid, which gives each new
 //     file the folder's group: without it a file would be in its
 //     creator's primary group, which other members may not be in and
 //     outsiders may, and the folder is refused (ErrNotSetgid);
@@ -181,15 +182,15 @@ func FolderRule(dir string) (Rule, error) {
 	var r Rule
 	switch {
 	case m&0o002 != 0 && m&os.ModeSticky != 0:
-		r = Rule{Perm: [2]fs.FileMode{Shared: 0o644, Locked: 0o640}, GID: -1}
+		r = Rule{Perm: [3]fs.FileMode{Shared: 0o644, Locked: 0o640, Sidecar: 0o640}, GID: -1}
 	case m&0o020 != 0 && m&os.ModeSetgid == 0:
 		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrNotSetgid}
 	case m&0o020 != 0:
-		r = Rule{Perm: [2]fs.FileMode{Shared: 0o660, Locked: 0o660}, GID: int(st.Gid), setgid: true}
+		r = Rule{Perm: [3]fs.FileMode{Shared: 0o660, Locked: 0o660, Sidecar: 0o640}, GID: int(st.Gid), setgid: true}
 	case m&0o040 != 0:
-		r = Rule{Perm: [2]fs.FileMode{Shared: 0o640, Locked: 0o640}, GID: int(st.Gid)}
+		r = Rule{Perm: [3]fs.FileMode{Shared: 0o640, Locked: 0o640, Sidecar: 0o640}, GID: int(st.Gid)}
 	default:
-		r = Rule{Perm: [2]fs.FileMode{Shared: 0o600, Locked: 0o600}, GID: int(st.Gid)}
+		r = Rule{Perm: [3]fs.FileMode{Shared: 0o600, Locked: 0o600, Sidecar: 0o600}, GID: int(st.Gid)}
 	}
 	r.setgid = r.setgid || m&os.ModeSetgid != 0
 	folderRules.Store(dir, r)

@@ -60,9 +60,14 @@ type Kind int
 const (
 	// Shared: the guard and the record.
 	Shared Kind = iota
-	// Locked: a liveness file, a ticket or a sharer's sidecar, whose
-	// kernel lock says its holder lives. Nobody outside the folder's
-	// group may open it, so that nobody can take that lock and make a
-	// dead holder or waiter look alive (see FolderRule).
+	// Locked: a liveness file or a ticket, whose kernel lock says its
+	// holder lives. Nobody outside the folder's group may open it, so
+	// that nobody can take that lock and make a dead holder or waiter
+	// look alive (see FolderRule).
 	Locked
+	// Sidecar: a sharer's sidecar, a Locked file that only its owner
+	// may write: what it says of its sharer (budget, job's group) is
+	// believed only as its owner's word (lock's vouch), so no member
+	// may rewrite another's.
+	Sidecar
 )

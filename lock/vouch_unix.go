@@ -1,0 +1,90 @@
+//go:build unix
+
+package lock
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/gpuexec/gpuexec/internal/proc"
+)
+
+// vouch says why the live sidecar open as f, read as s, is not counted, ""
+// when it is.
+//
+// Anyone who may create files in the lock's folder (a member of its group)
+// can write a sidecar and hold its kernel lock (flock FILE sleep), and
+// name any pid and process group in it: its budget and, worse, the video
+// memory of the processes it names would move from "in use by others" to
+// a sharer's account, and a sharer would be let in that does not fit. What
+// no such member can fake is who owns the file: a sidecar is gpuexec's
+// when the processes it names run as its file's owner, the user whose
+// gpuexec made it (root's files only root makes, and root's are taken as
+// they are). So a sidecar is refused when
+//   - its file has more than one name (a hard link to someone else's
+//     file, where fs.protected_hardlinks allows one), or others than its
+//     owner may write it;
+//   - its gpuexec still holds it (not Gone) and its pid runs as another
+//     user (the real uid; for a Gone sharer the pid is a dead gpuexec's
+//     and may be anyone's by now);
+//   - the process group it names runs as another user (proc.GroupUID: its
+//     leader's, else its members');
+//   - its gpuexec runs (its pid, started at its pidStart) and the group's
+//     leader (pid childPgid, started at childStart) runs but is not that
+//     gpuexec's child: the group is not its job (gpuexec starts the job's
+//     first process, which leads the group).
+//
+// What cannot be read (a process gone meanwhile) refuses nothing: a
+// refusal needs evidence. What a member can still do is name processes of
+// its own, as it could by running a sharer with a small budget.
+func vouch(f *os.File, s Sharer) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+		return ""
+	case st.Nlink != 1:
+		// A second name for some other file (gpuexec makes each sidecar
+		// anew, with one name): its owner says nothing of who wrote it.
+		return fmt.Sprintf("its file has %d links", st.Nlink)
+	case fi.Mode().Perm()&0o022 != 0:
+		// gpuexec makes sidecars writable by their owner alone
+		// (osfile.Locked): one that others may write says nothing of
+		// who wrote it either.
+		return fmt.Sprintf("its file may be written by others than its owner (%s)", fi.Mode().Perm())
+	case st.Uid == 0:
+		return ""
+	}
+	owner := int(st.Uid)
+	if !sameHost(s.Host) {
+		return "" // names no process here (see Sharer.Host)
+	}
+	if s.PID > 0 && !s.Gone {
+		if uid, ok := proc.UID(s.PID); ok && uid != owner {
+			return fmt.Sprintf("its file is uid %d's but names pid %d, which runs as uid %d", owner, s.PID, uid)
+		}
+	}
+	if s.ChildPGID <= 0 {
+		return ""
+	}
+	if uid, ok := proc.GroupUID(s.ChildPGID); ok && uid != owner {
+		return fmt.Sprintf("its file is uid %d's but names process group %d, which runs as uid %d", owner, s.ChildPGID, uid)
+	}
+	if s.Gone || s.PID <= 0 || s.PIDStart <= 0 || s.ChildStart <= 0 {
+		return ""
+	}
+	if started, ok := proc.Start(s.PID); !ok || !withinTolerance(started, s.PIDStart) {
+		return "" // its gpuexec is gone: its job outlives it
+	}
+	if started, ok := proc.Start(s.ChildPGID); !ok || !withinTolerance(started, s.ChildStart) {
+		return ""
+	}
+	if parent, ok := proc.Parent(s.ChildPGID); ok && parent != s.PID {
+		return fmt.Sprintf("it names process group %d, which its pid %d did not start (its leader's parent is pid %d)", s.ChildPGID, s.PID, parent)
+	}
+	return ""
+}

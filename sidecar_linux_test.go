@@ -1,0 +1,273 @@
+//go:build linux
+
+package main
+
+// A member of the lock folder's group plants a sidecar of its own beside a
+// shared lock ("<lock>.share-<token>", the file a sharer keeps its budget
+// in), with a budget of 1 MiB and naming the processes of a memory hog
+// that is not theirs: the hog's memory would count as a sharer's, within a
+// 1 MiB budget, and a sharer that does not fit would be let in. A sidecar
+// counts only when the processes it names are its file owner's (root's
+// files only root makes); here the sharer is admitted exactly as if the
+// sidecar were absent, status shows it as not counted, and it is left in
+// place (its kernel lock is held, or the group it names runs).
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+	procinfo "github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
+)
+
+func TestSidecarOfAMemberNamingAnotherUsersProcesses(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs util-linux flock")
+	}
+	// What the member names: the pid of its flock, root's hog (pid,
+	// group, start), a group of its own (start), the record's token.
+	type names struct {
+		flock, hog, own    int
+		hogStart, ownStart int64
+		token              string
+	}
+	const tail = `"owner":"evil","slug":"fake","vramMiB":1,"since":"2026-01-01T00:00:00.000Z"`
+	for _, tc := range []struct {
+		name string
+		held bool // the member holds the sidecar's kernel lock (flock FILE sleep)
+		// counted: the sidecar is the member's own (its processes are),
+		// and counts, but never with the hog's memory.
+		counted bool
+		content func(n names) string
+	}{
+		{"held, naming the hog's group", true, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, n.flock, n.hog, n.hogStart, n.token)
+		}},
+		{"not held, naming the hog's group (a gone sharer's job)", false, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, testsupport.DeadPID(t), n.hog, n.hogStart, n.token)
+		}},
+		{"held, naming the hog as its gpuexec", true, false, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"lock":%q,`+tail+`}`, n.hog, n.hogStart, n.token)
+		}},
+		{"not held, naming a group of its own and the hog as its gone gpuexec", false, true, func(n names) string {
+			return fmt.Sprintf(`{"pid":%d,"pidStart":%d,"childPgid":%d,"childStart":%d,"lock":%q,`+tail+`}`, n.hog, n.hogStart, n.own, n.ownStart, n.token)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to run a member of the folder's group (CI runs as root)")
+			}
+			dir := sharedDir(t, os.ModeSetgid|0o775)
+			lock := filepath.Join(dir, "gpu.lock")
+
+			// Root's memory hog, in a process group of its own.
+			hog := exec.Command("sleep", "600")
+			hog.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := hog.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(-hog.Process.Pid, syscall.SIGKILL); hog.Wait() })
+			hogStart, ok := procinfo.Start(hog.Process.Pid)
+			if !ok {
+				t.Fatal("cannot read the hog's start")
+			}
+			// 24 GiB card: the hog uses 12000 MiB, something else 500.
+			c := newCard(t, rtx4090(12500, gputest.App{GPU: gputest.UUID0, PID: hog.Process.Pid, Name: "/usr/bin/python3", Used: "12000"}))
+
+			a := startShared(t, c, lock, "--share", "--vram", "2G", "--slug", "a")
+			awaitStarted(t, a)
+			defer func() { wantCode(t, a.end(t), 0) }()
+
+			fake := lock + ".share-00000000deadbeef"
+			var flockPID int
+			if tc.held {
+				// The member creates the file and holds its kernel lock.
+				shAs(t, userA, "027", "printf '' > '"+fake+"'")
+				fl := exec.Command("flock", fake, "sleep", "600")
+				asUser(t, fl, userA)
+				fl.SysProcAttr.Setpgid = true
+				if err := fl.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { syscall.Kill(-fl.Process.Pid, syscall.SIGKILL); fl.Wait() })
+				flockPID = fl.Process.Pid
+				testsupport.Await(t, long, "the member's flock on the sidecar", func() bool { return lockedByOther(t, fake) })
+			}
+			// A process group of the member's own.
+			own := exec.Command("sleep", "600")
+			asUser(t, own, userA)
+			own.SysProcAttr.Setpgid = true
+			if err := own.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(-own.Process.Pid, syscall.SIGKILL); own.Wait() })
+			ownStart, _ := procinfo.Start(own.Process.Pid)
+			content := tc.content(names{flockPID, hog.Process.Pid, own.Process.Pid, hogStart, ownStart, readRecord(t, lock).Token})
+			shAs(t, userA, "027", "printf '%s' '"+content+"' > '"+fake+"'")
+
+			// As if the sidecar were absent: 2.0 GiB of budgets + 12.2
+			// GiB in use by others + 9.0 GiB > 22.5 GiB; or, for the
+			// member's own, with its 1 MiB of budget, and the hog's
+			// memory still in use by others.
+			sharers, budget, shown := 1, 2048, "not counted: evil/fake"
+			if tc.counted {
+				sharers, budget, shown = 2, 2049, "evil/fake (pid "
+			}
+			r := gx(t, c.env(), "--lock", lock, "--share", "--vram", "9G", "--wait", "0", "--slug", "b", "--", "true")
+			wantCode(t, r, 75)
+			if want := fmt.Sprintf("budgets 2.0 GiB (%d sharer(s)) + 12.2 GiB in use by others + 9.0 GiB > 22.5 GiB", sharers); !strings.Contains(r.stderr, want) {
+				t.Errorf("the sharer's refusal does not say %q:\n%s", want, r.stderr)
+			}
+
+			human, m := statusOf(t, c, lock)
+			t.Logf("status:\n%s", human)
+			if len(sharersOf(m)) != sharers || m["budgetUsedMiB"] != float64(budget) {
+				t.Errorf("status --json: sharers %v, budgetUsedMiB %v; want %d sharer(s), %d MiB", m["sharers"], m["budgetUsedMiB"], sharers, budget)
+			}
+			if !strings.Contains(human, shown) || strings.Contains(human, "not counted") == tc.counted {
+				t.Errorf("status does not show the member's sidecar as %q:\n%s", shown, human)
+			}
+			if nc, _ := m["notCounted"].([]any); !tc.counted && (len(nc) != 1 || nc[0].(map[string]any)["refused"] == nil) {
+				t.Errorf("status --json does not list the sidecar as not counted, with why: %v", m["notCounted"])
+			}
+			if !strings.Contains(human, "runs as uid 0") && !tc.counted {
+				t.Errorf("status does not say the sidecar names root's processes:\n%s", human)
+			}
+			if _, err := os.Lstat(fake); err != nil {
+				t.Errorf("the member's sidecar was removed although it is not provably dead: %v", err)
+			}
+		})
+	}
+}
+
+// lockedByOther reports whether another process holds a kernel lock
+// (flock) on path.
+func lockedByOther(t *testing.T, path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// A member's own sharer is counted, with its job's processes, both while
+// its gpuexec runs and once it is SIGKILLed while its job runs on (a
+// process of it that outlives the group's leader): its sidecar's owner is
+// the user its processes run as.
+func TestSidecarOfAMembersSharerCounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a member of the folder's group (CI runs as root)")
+	}
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	c := memberCard(t, rtx4090(500))
+	m := gxAs(t, userA, "002", c.memberEnv(t), "--lock", lock, "--share", "--vram", "2G", "--slug", "m", "--", "sh", "-c", "sleep 600 & wait")
+	member := startProc(t, m)
+	var pgid int
+	t.Cleanup(func() {
+		if pgid > 0 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
+	testsupport.Await(t, long, "the member's sharer to note its job", func() bool {
+		if member.exited() {
+			t.Fatalf("the member's gpuexec exited:\n%s", member.stderr())
+		}
+		sh := sharersOf(testsupport.StatusJSON(t, long, gpuexecBin, lock))
+		if len(sh) == 1 {
+			f, _ := sh[0].(map[string]any)["childPgid"].(float64)
+			pgid = int(f)
+		}
+		return pgid > 0
+	})
+	// The job's sleep (not its leader, the shell, which Linux ends with
+	// its gpuexec) uses 3000 MiB of the 3500 in use.
+	var worker int
+	testsupport.Await(t, long, "the job's sleep", func() bool {
+		_, pgrp := procinfo.Tree()
+		for pid, g := range pgrp {
+			if g == pgid && pid != pgid {
+				worker = pid
+			}
+		}
+		return worker > 0
+	})
+	c.set(rtx4090(3500, gputest.App{GPU: gputest.UUID0, PID: worker, Name: "/usr/bin/python3", Used: "3000"}))
+
+	counted := func(when string) {
+		t.Helper()
+		r := gx(t, c.env(), "--lock", lock, "--share", "--vram", "21G", "--wait", "0", "--slug", "b", "--", "true")
+		wantCode(t, r, 75)
+		if want := "budgets 2.0 GiB (1 sharer(s)) + 500 MiB in use by others + 21.0 GiB > 22.5 GiB"; !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: the sharer's refusal does not say %q:\n%s", when, want, r.stderr)
+		}
+		human, st := statusOf(t, c, lock)
+		if len(sharersOf(st)) != 1 || st["notCounted"] != nil || strings.Contains(human, "not counted") {
+			t.Errorf("%s: the member's sharer is not counted:\n%s", when, human)
+		}
+	}
+	counted("while its gpuexec runs")
+	m.Process.Signal(syscall.SIGKILL)
+	member.wait(t)
+	counted("its gpuexec SIGKILLed, its job running")
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	testsupport.Await(t, long, "the lock free once the member's job is gone", func() bool {
+		return testsupport.StatusJSON(t, long, gpuexecBin, lock)["state"] != "held"
+	})
+}
+
+// memberCard is a card whose fixture the members of group gpu can read.
+func memberCard(t *testing.T, f gputest.Fixture) *card {
+	t.Helper()
+	dir := t.TempDir()
+	reachable(t, dir)
+	c := &card{t: t, fixture: filepath.Join(dir, "smi.json")}
+	c.set(f)
+	return c
+}
+
+var (
+	memberSMIOnce sync.Once
+	memberSMI     string // this test binary where any user can run it, as nvidia-smi
+	memberSMIErr  error
+)
+
+// memberEnv is env for a gpuexec run as another user: the fake nvidia-smi
+// is a copy of this test binary that any user can run.
+func (c *card) memberEnv(t *testing.T, extra ...string) []string {
+	t.Helper()
+	memberSMIOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuexec-smi-")
+		if err == nil {
+			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
+			err = os.Chmod(dir, 0o755)
+		}
+		if err != nil {
+			memberSMIErr = err
+			return
+		}
+		memberSMI = filepath.Join(dir, "nvidia-smi")
+		memberSMIErr = copyFile(helperBin, memberSMI, 0o755)
+	})
+	if memberSMIErr != nil {
+		t.Fatal(memberSMIErr)
+	}
+	return append([]string{gputest.Env + "=" + c.fixture, "GPUEXEC_NVIDIA_SMI=" + memberSMI}, extra...)
+}
