@@ -224,7 +224,7 @@ func newConn(log hclog.Logger, w io.WriteCloser, r io.Reader) *conn {
 }
 
 func (c *conn) read(r io.Reader) {
-	dec := json.NewDecoder(bufio.NewReader(r))
+	dec := json.NewDecoder(&lineCap{r: bufio.NewReader(r)})
 	for {
 		var ev event
 		if err := dec.Decode(&ev); err != nil {
@@ -260,6 +260,31 @@ func (c *conn) read(r io.Reader) {
 			}
 		}
 	}
+}
+
+// maxLine caps a line from the helper: its longest answer, a report of
+// the lock and its queue, is far shorter.
+const maxLine = 4 << 20
+
+// lineCap reads from r and fails once a line is longer than maxLine, so
+// that a helper's endless line is not kept whole.
+type lineCap struct {
+	r    io.Reader
+	line int // bytes since the last newline
+}
+
+func (l *lineCap) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for i, b := range p[:n] {
+		if b == '\n' {
+			l.line = 0
+			continue
+		}
+		if l.line++; l.line > maxLine {
+			return i, fmt.Errorf("it wrote a line longer than %d MiB", maxLine>>20)
+		}
+	}
+	return n, err
 }
 
 func (c *conn) send(req request) error {
@@ -333,8 +358,16 @@ func (e *lateError) Error() string {
 	return fmt.Sprintf("lock: the %s helper %s gave no %s within %s%s", Name, e.helper, what, e.limit, end)
 }
 
+// gone says why the helper's answers ended, once done is closed.
 func (c *conn) gone() error {
-	return fmt.Errorf("lock: the %s helper exited unexpectedly (%v)", Name, c.rerr)
+	why := fmt.Sprint(c.rerr)
+	switch {
+	case errors.Is(c.rerr, io.EOF), errors.Is(c.rerr, os.ErrClosed):
+		why = "it exited"
+	case errors.As(c.rerr, new(*json.SyntaxError)):
+		why = "it wrote something else than its protocol: " + why
+	}
+	return fmt.Errorf("lock: no answer from the %s helper %s: %s", Name, c.name, why)
 }
 
 // late ends a helper that missed its bound on what (see lateError) at
