@@ -171,27 +171,29 @@ func startProcess(log hclog.Logger, live bool) (*conn, error) {
 			opened = append(opened, liveR, liveW)
 		}
 	}
-	w, err := cmd.StdinPipe()
+	// Its input and output are pipes of our own, not cmd's: cmd.Wait,
+	// which reaps the helper as soon as it exits, must not close its
+	// output before its last answer is read.
+	inR, w, err := os.Pipe()
 	if err != nil {
 		return fail(err)
 	}
-	// Its output is a pipe of our own, not cmd's: cmd.Wait, which reaps
-	// the helper as soon as it exits, must not close it before its last
-	// answer is read.
+	opened = append(opened, inR, w)
 	r, outW, err := os.Pipe()
 	if err != nil {
 		return fail(err)
 	}
 	opened = append(opened, r, outW)
-	cmd.Stdout = outW
+	cmd.Stdin, cmd.Stdout = inR, outW
 	untie, err := startTied(cmd)
 	if err != nil {
-		w.Close()
 		return fail(fmt.Errorf("lock: starting %s: %w", path, err))
 	}
-	outW.Close() // the helper's end
+	// The helper's ends.
+	inR.Close()
+	outW.Close()
 	if liveR != nil {
-		liveR.Close() // the helper's end
+		liveR.Close()
 	}
 	exited := make(chan struct{})
 	var reaped atomic.Bool
