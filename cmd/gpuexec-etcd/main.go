@@ -14,11 +14,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/lock/etcdlock"
 )
+
+// init keeps main on the program's main thread, which holds the
+// parent-death signal gpuexec gave the helper: Serve clears it there for a
+// hold (see etcdhelper.Serve).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	if fi, err := os.Stdin.Stat(); len(os.Args) > 1 || err == nil && fi.Mode()&os.ModeCharDevice != 0 {

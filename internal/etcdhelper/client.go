@@ -22,13 +22,31 @@ import (
 	"github.com/gpuexec/gpuexec/lock"
 )
 
-// Bounds on the helper's answers. A helper that does not answer in time is
-// killed; an etcd lease it held then expires by itself within its TTL.
+// Bounds on the helper's answers: every one has one. A helper that does not
+// answer in time is killed (with what it started in its process group) and
+// reaped; an etcd lease it held then expires by itself within its TTL. Only
+// the answer to a queued Acquire, the lock itself, is waited for as long as
+// the caller's context lets it.
 const (
+	helloWait  = 10 * time.Second // the hello: the helper says it before it touches etcd
 	callWait   = 15 * time.Second // RecordChild, Release
 	cancelWait = 10 * time.Second // a cancelled Acquire
 	exitWait   = 5 * time.Second  // the helper's exit after its last answer
+	// drainWait bounds the wait for the end of the output of a helper
+	// that exited: whatever it left behind may hold that output open.
+	drainWait = time.Second
 )
+
+// onceWait bounds the one answer to a status, clear or try request: the
+// helper's own bounds on reaching etcd (the URL's dial-timeout, at most
+// three times over) and on its calls there, with room to spare.
+func onceWait(o lock.Options) time.Duration {
+	d := etcdurl.DefaultDialTimeout
+	if u, err := etcdurl.Parse(o.Path); err == nil {
+		d = u.DialTimeout
+	}
+	return 3*d + 10*time.Second
+}
 
 // Backend is the lock.Backend of etcd:// locks that runs the helper
 // program (Name) for each operation and talks to it over a pipe.
@@ -87,8 +105,16 @@ type conn struct {
 	// etcdhelper), which the job inherits; nil without one.
 	live *os.File
 
-	wait func() error // reaps the helper
+	// name is the helper, as errors name it.
+	name string
+	// exited is closed once the helper has exited and been reaped.
+	exited <-chan struct{}
+	// kill kills the helper (and what it started) unless it has been
+	// reaped.
 	kill func()
+	// stopReading ends the read of the helper's output (then done is
+	// closed): for output that something the helper left holds open.
+	stopReading func()
 }
 
 // start starts a helper, with a liveness pipe when live is set (where the
@@ -118,6 +144,9 @@ func helperPath() (string, error) {
 		"(go install github.com/gpuexec/gpuexec/cmd/gpuexec-etcd@latest), or its path in %s", Name, filepath.Base(os.Args[0]), Env)
 }
 
+// startProcess starts the helper program in a process group of its own,
+// tied to gpuexec where the OS can (procAttr, startTied): a helper that
+// stops answering dies with a gpuexec killed while it waits.
 func startProcess(log hclog.Logger, live bool) (*conn, error) {
 	path, err := helperPath()
 	if err != nil {
@@ -126,39 +155,64 @@ func startProcess(log hclog.Logger, live bool) (*conn, error) {
 	cmd := exec.Command(path)
 	cmd.Stderr = os.Stderr
 	procAttr(cmd)
+	var opened []*os.File // closed on failure
+	fail := func(err error) (*conn, error) {
+		for _, f := range opened {
+			f.Close()
+		}
+		return nil, err
+	}
 	var liveR, liveW *os.File
 	if live {
 		if liveR, liveW, err = livePipe(cmd); err != nil {
 			return nil, fmt.Errorf("lock: the %s helper's liveness pipe: %w", Name, err)
 		}
-	}
-	closeLive := func() {
 		if liveR != nil {
-			liveR.Close()
-			liveW.Close()
+			opened = append(opened, liveR, liveW)
 		}
 	}
-	w, err := cmd.StdinPipe()
+	// Its input and output are pipes of our own, not cmd's: cmd.Wait,
+	// which reaps the helper as soon as it exits, must not close its
+	// output before its last answer is read.
+	inR, w, err := os.Pipe()
 	if err != nil {
-		closeLive()
-		return nil, err
+		return fail(err)
 	}
-	r, err := cmd.StdoutPipe()
+	opened = append(opened, inR, w)
+	r, outW, err := os.Pipe()
 	if err != nil {
-		closeLive()
-		return nil, err
+		return fail(err)
 	}
-	if err := cmd.Start(); err != nil {
-		closeLive()
-		return nil, fmt.Errorf("lock: starting %s: %w", path, err)
+	opened = append(opened, r, outW)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	untie, err := startTied(cmd)
+	if err != nil {
+		return fail(fmt.Errorf("lock: starting %s: %w", path, err))
 	}
+	// The helper's ends.
+	inR.Close()
+	outW.Close()
 	if liveR != nil {
-		liveR.Close() // the helper's end
+		liveR.Close()
 	}
+	exited := make(chan struct{})
+	var reaped atomic.Bool
+	go func() {
+		cmd.Wait()
+		reaped.Store(true)
+		untie()
+		close(exited)
+	}()
 	c := newConn(log, w, r)
 	c.live = liveW
-	c.wait = cmd.Wait
-	c.kill = func() { cmd.Process.Kill() }
+	c.name = path
+	c.exited = exited
+	c.kill = func() {
+		if !reaped.Load() { // else its pid may be another's by now
+			killHelper(cmd.Process)
+		}
+	}
+	c.stopReading = func() { r.Close() }
 	return c, nil
 }
 
@@ -172,7 +226,7 @@ func newConn(log hclog.Logger, w io.WriteCloser, r io.Reader) *conn {
 }
 
 func (c *conn) read(r io.Reader) {
-	dec := json.NewDecoder(bufio.NewReader(r))
+	dec := json.NewDecoder(&lineCap{r: bufio.NewReader(r)})
 	for {
 		var ev event
 		if err := dec.Decode(&ev); err != nil {
@@ -210,6 +264,31 @@ func (c *conn) read(r io.Reader) {
 	}
 }
 
+// maxLine caps a line from the helper: its longest answer, a report of
+// the lock and its queue, is far shorter.
+const maxLine = 4 << 20
+
+// lineCap reads from r and fails once a line is longer than maxLine, so
+// that a helper's endless line is not kept whole.
+type lineCap struct {
+	r    io.Reader
+	line int // bytes since the last newline
+}
+
+func (l *lineCap) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for i, b := range p[:n] {
+		if b == '\n' {
+			l.line = 0
+			continue
+		}
+		if l.line++; l.line > maxLine {
+			return i, fmt.Errorf("it wrote a line longer than %d MiB", maxLine>>20)
+		}
+	}
+	return n, err
+}
+
 func (c *conn) send(req request) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -221,7 +300,8 @@ func (c *conn) send(req request) error {
 	return err
 }
 
-// next is the helper's next answer, within limit (0: no limit).
+// next is the helper's next answer, within limit (0: no limit; a
+// *lateError when it misses it).
 func (c *conn) next(limit time.Duration) (event, error) {
 	var timeout <-chan time.Time
 	if limit > 0 {
@@ -229,53 +309,120 @@ func (c *conn) next(limit time.Duration) (event, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case ev := <-c.events:
-		return ev, nil
-	case <-c.done:
-		// An answer may have come just before the end.
+	exited := c.exited
+	for {
 		select {
 		case ev := <-c.events:
 			return ev, nil
-		default:
+		case <-c.done:
+			// An answer may have come just before the end.
+			select {
+			case ev := <-c.events:
+				return ev, nil
+			default:
+			}
+			return event{}, c.gone()
+		case <-exited:
+			// Its output ends with it, unless something it left
+			// holds it open: what it wrote is read, and no more.
+			exited = nil
+			go func() {
+				t := time.NewTimer(drainWait)
+				defer t.Stop()
+				select {
+				case <-c.done:
+				case <-t.C:
+					c.stopReading()
+				}
+			}()
+		case <-timeout:
+			return event{}, &lateError{helper: c.name, limit: limit}
 		}
-		return event{}, c.gone()
-	case <-timeout:
-		return event{}, fmt.Errorf("lock: the %s helper did not answer within %s", Name, limit)
 	}
 }
 
+// lateError is a helper that missed its bound on an answer.
+type lateError struct {
+	helper string
+	what   string // the answer it did not give: "hello", "answer to its status"; "" for "answer"
+	limit  time.Duration
+	killed bool // see conn.late
+}
+
+func (e *lateError) Error() string {
+	what, end := e.what, ""
+	if what == "" {
+		what = "answer"
+	}
+	if e.killed {
+		end = "; killed it"
+	}
+	return fmt.Sprintf("lock: the %s helper %s gave no %s within %s%s", Name, e.helper, what, e.limit, end)
+}
+
+// gone says why the helper's answers ended, once done is closed.
 func (c *conn) gone() error {
-	return fmt.Errorf("lock: the %s helper exited unexpectedly (%v)", Name, c.rerr)
+	why := fmt.Sprint(c.rerr)
+	switch {
+	case errors.Is(c.rerr, io.EOF), errors.Is(c.rerr, os.ErrClosed):
+		why = "it exited"
+	case errors.As(c.rerr, new(*json.SyntaxError)):
+		why = "it wrote something else than its protocol: " + why
+	}
+	return fmt.Errorf("lock: no answer from the %s helper %s: %s", Name, c.name, why)
+}
+
+// late ends a helper that missed its bound on what (see lateError) at
+// once: killed and reaped, not given exitWait. It returns the error saying
+// so.
+func (c *conn) late(err error, what string) error {
+	var le *lateError
+	if errors.As(err, &le) {
+		le.what, le.killed = what, true
+	}
+	c.end(0)
+	return err
 }
 
 // close ends the helper: EOF on its stdin (and the liveness pipe closed on
 // this side), then it exits; killed if it does not within exitWait.
-func (c *conn) close() {
+func (c *conn) close() { c.end(exitWait) }
+
+// end closes the helper's input and the liveness pipe on this side, waits
+// at most limit for the helper to exit, kills it if it has not, and reaps
+// it; then its output is read to its end, for drainWait at most.
+func (c *conn) end(limit time.Duration) {
 	if c.live != nil {
 		c.live.Close()
 	}
 	c.w.Close()
-	t := time.NewTimer(exitWait)
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		select {
+		case <-c.exited:
+		case <-t.C:
+		}
+	}
+	c.kill()
+	<-c.exited
+	t := time.NewTimer(drainWait)
 	defer t.Stop()
 	select {
 	case <-c.done:
 	case <-t.C:
-		if c.kill != nil {
-			c.kill()
-		}
+		c.stopReading()
 		<-c.done
-	}
-	if c.wait != nil {
-		c.wait()
 	}
 }
 
 // open checks o, starts a helper and sends the hello and the request,
 // then reads the helper's hello: a helper of another protocol is refused
-// (and ended) before it does anything. It waits for the hello until ctx
-// ends (then the error is ctx's).
-func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (*conn, error) {
+// (and ended) before it does anything. It waits helloWait at most for the
+// hello, whatever the caller's wait (a helper says it in its first
+// milliseconds, before it touches etcd): a helper that has not said it by
+// then is killed.
+func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
 	if _, err := Check(o); err != nil {
 		return nil, err
 	}
@@ -297,16 +444,10 @@ func open(ctx context.Context, op string, o lock.Options, edit func(*request)) (
 	// (An old helper may have exited before the second line: its answer
 	// says why.)
 	serr := errors.Join(c.send(request{Op: "hello", Protocol: Protocol}), c.send(req))
-	var ev event
-	select {
-	case ev = <-c.events:
-	case <-c.done:
-		ev, err = c.next(0)
-	case <-ctx.Done():
-		c.close()
-		return nil, ctx.Err()
-	}
+	ev, err := c.next(helloWait)
 	switch {
+	case errors.As(err, new(*lateError)):
+		return nil, c.late(err, "hello")
 	case err != nil && serr != nil:
 		c.close()
 		return nil, fmt.Errorf("lock: talking to the %s helper: %w", Name, serr)
@@ -342,11 +483,8 @@ func answerError(ev event) error {
 // Acquire queues for the lock through a helper.
 func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error) {
 	begin := time.Now()
-	c, err := open(ctx, "hold", o, func(r *request) { r.Wait = true })
+	c, err := open("hold", o, func(r *request) { r.Wait = true })
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &lock.WaitError{Waited: time.Since(begin), Err: ctx.Err()}
-		}
 		return nil, err
 	}
 	var ev event
@@ -357,10 +495,19 @@ func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error)
 			c.close()
 			return nil, err
 		}
+	case <-c.exited:
+		// next reads what it said, drainWait at most.
+		if ev, err = c.next(0); err != nil {
+			c.close()
+			return nil, err
+		}
 	case <-ctx.Done():
 		c.send(request{Op: "cancel"})
 		ev, err = c.next(cancelWait)
-		if err != nil {
+		switch {
+		case errors.As(err, new(*lateError)):
+			return nil, c.late(err, "answer to its cancel")
+		case err != nil:
 			c.close()
 			return nil, &lock.WaitError{Waited: time.Since(begin), Err: ctx.Err()}
 		}
@@ -390,12 +537,14 @@ func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error)
 // TryAcquire takes the lock through a helper if it is free and nobody is
 // queued; contention is a *lock.WaitError wrapping lock.ErrHeld.
 func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
-	c, err := open(context.Background(), "hold", o, nil)
+	c, err := open("hold", o, nil)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := c.next(0)
+	ev, err := c.next(onceWait(o))
 	switch {
+	case errors.As(err, new(*lateError)):
+		return nil, c.late(err, "answer to its try")
 	case err != nil:
 		c.close()
 		return nil, err
@@ -411,14 +560,18 @@ func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 }
 
 // once runs a request of one answer (status, clear) in a helper of its
-// own.
+// own, onceWait at most.
 func once(op string, o lock.Options, edit func(*request)) (event, error) {
-	c, err := open(context.Background(), op, o, edit)
+	c, err := open(op, o, edit)
 	if err != nil {
 		return event{}, err
 	}
-	defer c.close()
-	return c.next(0)
+	ev, err := c.next(onceWait(o))
+	if errors.As(err, new(*lateError)) {
+		return event{}, c.late(err, "answer to its "+op)
+	}
+	c.close()
+	return ev, err
 }
 
 // Inspect reads the lock and its queue through a helper.
@@ -552,6 +705,8 @@ func (h *held) Release() error {
 	}
 	ev, err := h.c.next(callWait)
 	switch {
+	case errors.As(err, new(*lateError)):
+		return fmt.Errorf("lock: release: %w; the lock frees itself when its lease expires", h.c.late(err, "answer to its release"))
 	case err != nil:
 		return fmt.Errorf("lock: release: %w", err)
 	case ev.Event != "released":

@@ -93,7 +93,9 @@ func serveWith(t *testing.T, serve func(in io.Reader, out io.Writer, live func()
 		}()
 		c := newConn(log, inW, outR)
 		c.live = liveW
-		c.wait = func() error { <-done; return nil }
+		c.name = "(in-process)"
+		c.exited = done
+		c.stopReading = func() { outR.CloseWithError(errors.New("stopped reading")) }
 		c.kill = func() {
 			inR.CloseWithError(errors.New("killed"))
 			outW.CloseWithError(errors.New("killed"))

@@ -78,7 +78,7 @@ func TestAgentKeepsTheLockWhileTheJobRuns(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the helper did not finish after the job ended")
 			}
-			cn.wait()
+			<-cn.exited
 			if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("lock file left after the job ended: %v", err)
 			}

@@ -27,6 +27,15 @@ import (
 // for the job's group alone. A hello of another protocol, or a request
 // without a hello (a gpuexec from before protocol 2), is refused with one
 // error line. It returns the helper's exit status.
+//
+// gpuexec starts the helper with a parent-death signal (Linux): the helper
+// dies with a gpuexec killed outright, so that one that stops answering is
+// not left behind. A hold request clears it before anything else (a lock
+// may have to be kept for the job, or a place in the queue given back,
+// after gpuexec is gone; from then on the helper watches its input and the
+// liveness pipe itself): so Serve must run on the program's main thread,
+// the one the signal belongs to (runtime.LockOSThread in an init function
+// of the program's main package). Status and clear keep it.
 func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadCloser, error)) int {
 	s := &server{enc: json.NewEncoder(out)}
 	dec := json.NewDecoder(bufio.NewReader(in))
@@ -56,6 +65,9 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadClos
 			s.send(event{Event: "error", Error: "lock: bad request: " + err.Error(), Kind: "invalid"})
 		}
 		return 2
+	}
+	if req.Op == "hold" {
+		outliveUser()
 	}
 	level := hclog.LevelFromString(req.Level)
 	if level == hclog.NoLevel {
