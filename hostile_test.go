@@ -104,33 +104,41 @@ func snapshot(path string) string {
 }
 
 var (
-	sharedOnce sync.Once
-	sharedBin  string // gpuexec where any user can run it
-	sharedErr  error
+	forOthersMu   sync.Mutex
+	forOthersDir  string            // a folder every user can reach, removed after the tests
+	forOthersBins map[string]string // name → a copy there
 )
 
-// sharedGpuexec is a copy of gpuexec that any user can run (the test's
-// own build folder is root's alone).
-func sharedGpuexec(t *testing.T) string {
+// forOtherUsers is a copy of the program at src, named name, that any user
+// can run (the test's own build folder is root's alone); one per name.
+func forOtherUsers(t *testing.T, src, name string) string {
 	t.Helper()
-	sharedOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuexec-users-")
-		if err == nil {
-			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			sharedErr = err
-			return
-		}
-		sharedBin = filepath.Join(dir, "gpuexec")
-		sharedErr = copyFile(gpuexecBin, sharedBin, 0o755)
-	})
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
+	forOthersMu.Lock()
+	defer forOthersMu.Unlock()
+	if bin, ok := forOthersBins[name]; ok {
+		return bin
 	}
-	return sharedBin
+	if forOthersDir == "" {
+		dir, err := os.MkdirTemp("", "gpuexec-users-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		afterTests = append(afterTests, func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		forOthersDir, forOthersBins = dir, map[string]string{}
+	}
+	bin := filepath.Join(forOthersDir, name)
+	if err := copyFile(src, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	forOthersBins[name] = bin
+	return bin
 }
+
+// sharedGpuexec is a copy of gpuexec that any user can run.
+func sharedGpuexec(t *testing.T) string { return forOtherUsers(t, gpuexecBin, "gpuexec") }
 
 // asUnprivileged makes cmd run as nobody (65534) when this test runs as
 // root, from a copy of gpuexec that nobody can reach; otherwise it is left

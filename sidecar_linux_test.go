@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -243,31 +242,10 @@ func memberCard(t *testing.T, f gputest.Fixture) *card {
 	return c
 }
 
-var (
-	memberSMIOnce sync.Once
-	memberSMI     string // this test binary where any user can run it, as nvidia-smi
-	memberSMIErr  error
-)
-
 // memberEnv is env for a gpuexec run as another user: the fake nvidia-smi
 // is a copy of this test binary that any user can run.
 func (c *card) memberEnv(t *testing.T, extra ...string) []string {
 	t.Helper()
-	memberSMIOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuexec-smi-")
-		if err == nil {
-			afterTests = append(afterTests, func() { os.RemoveAll(dir) })
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			memberSMIErr = err
-			return
-		}
-		memberSMI = filepath.Join(dir, "nvidia-smi")
-		memberSMIErr = copyFile(helperBin, memberSMI, 0o755)
-	})
-	if memberSMIErr != nil {
-		t.Fatal(memberSMIErr)
-	}
+	memberSMI := forOtherUsers(t, helperBin, "nvidia-smi")
 	return append([]string{gputest.Env + "=" + c.fixture, "GPUEXEC_NVIDIA_SMI=" + memberSMI}, extra...)
 }

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -290,15 +289,7 @@ func TestTicketThatCannotBeOpenedIsNotDead(t *testing.T) {
 // nvidia-smi, and c's fixture made readable to all.
 func fakeSMI(t *testing.T, c *card) []string {
 	t.Helper()
-	// Beside the shared gpuexec, whose folder goes when the tests end.
-	dir := filepath.Dir(sharedGpuexec(t))
-	smiOnce.Do(func() {
-		smiBin = filepath.Join(dir, "nvidia-smi")
-		smiErr = copyFile(helperBin, smiBin, 0o755)
-	})
-	if smiErr != nil {
-		t.Fatal(smiErr)
-	}
+	smiBin := forOtherUsers(t, helperBin, "nvidia-smi")
 	reachable(t, filepath.Dir(c.fixture))
 	if err := os.Chmod(filepath.Dir(c.fixture), 0o777); err != nil {
 		t.Fatal(err)
@@ -311,12 +302,6 @@ func fakeSMI(t *testing.T, c *card) []string {
 	}
 	return env
 }
-
-var (
-	smiOnce sync.Once
-	smiBin  string
-	smiErr  error
-)
 
 // A sharer of another member, SIGKILLed with its job, hands the card to
 // the whole-card job waiting behind it at once (the kernel reports its
