@@ -5,6 +5,7 @@ package main
 // Findings of the red-team pass over issue 24's fixes, as black-box tests.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -51,4 +52,74 @@ func TestKilledWaiterOfAnotherUserInAStickyFolderDoesNotStallTheQueue(t *testing
 	}
 	wantCode(t, holder.wait(t), 0)
 	wantCode(t, next.wait(t), 0)
+}
+
+func init() {
+	// setuid-root READY: what `sudo CMD` does as a job's first process
+	// (this copy of the test binary is setuid root): takes real uid 0,
+	// says it runs (the file READY), and runs until killed.
+	helperRoles["setuid-root"] = func(args []string) int {
+		if err := syscall.Setreuid(0, 0); err != nil {
+			return 3
+		}
+		if err := os.WriteFile(args[0], nil, 0o644); err != nil {
+			return 4
+		}
+		syscall.Exec("/bin/sleep", []string{"sleep", "300"}, os.Environ())
+		return 5
+	}
+}
+
+// A sharer whose job starts with a program that takes real uid 0 (sudo,
+// su, a setuid-root tool) is a real sharer using its budget on the card.
+// Its sidecar must still count (or at least keep others out): here two
+// 10 GiB sharers hold a 24 GiB card, and a third 10 GiB sharer must not
+// be let in. (vouch refuses the sidecar — "names process group N, which
+// runs as uid 0" — and a refused sidecar counts for nothing, so the third
+// is admitted: 30 GiB of budgets on a 24 GiB card. f91db50 counted it.)
+func TestSharerWhoseJobTakesRootIsStillCounted(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(0))
+	env := fakeSMI(t, c)
+	suid := filepath.Join(filepath.Dir(sharedGpuexec(t)), "setuid-root")
+	if err := copyFile(helperBin, suid, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, os.ModeSetuid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	share := []string{"--lock", lock, "--share", "--vram", "10G", "--wait", "0", "--"}
+	a := startProc(t, gxUser(t, memberA, "022", env, append(share, holdJob(filepath.Join(jobs, "a"))...)...))
+	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
+	b := startProc(t, gxUser(t, memberB, "022", append(env, role("setuid-root")), append(share, suid, filepath.Join(jobs, "b"))...))
+	testsupport.Await(t, long, "member B's sharer (its job now real uid 0) to run", func() bool { return lockExists(filepath.Join(jobs, "b")) || b.exited() })
+	if b.exited() {
+		t.Fatalf("member B's sharer ended: %s", b.stderr())
+	}
+	t.Cleanup(func() {
+		// B's job runs as root: its gpuexec may not signal it.
+		killJobsOf(b.pid())
+	})
+	r := startProc(t, gxUser(t, memberA, "022", env, append(share, "true")...)).wait(t)
+	wantCode(t, r, 75)
+	a.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// killJobsOf kills the processes whose parent is pid (a job gpuexec pid
+// started), by pid.
+func killJobsOf(pid int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var child int
+		if _, err := fmt.Sscan(e.Name(), &child); err != nil {
+			continue
+		}
+		if st, ok := testsupport.ProcStat(child); ok && st.PPID == pid {
+			syscall.Kill(child, syscall.SIGKILL)
+		}
+	}
 }
