@@ -123,3 +123,37 @@ func killJobsOf(pid int) {
 		}
 	}
 }
+
+// A second name for a live sharer's sidecar (a member's `ln` where
+// fs.protected_hardlinks=0, the setting issue 24's item 4 assumes; made
+// by root here) must not make the sharer count for nothing: two 10 GiB
+// sharers hold a 24 GiB card and a third must not be let in. (vouch
+// refuses a sidecar with two links, and a refused sidecar counts for
+// nothing: 30 GiB of budgets on the card. f91db50 counted it.)
+func TestHardLinkToASharersSidecarDoesNotUncountIt(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(0))
+	env := fakeSMI(t, c)
+	share := []string{"--lock", lock, "--share", "--vram", "10G", "--wait", "0", "--"}
+	a := startProc(t, gxUser(t, memberA, "022", env, append(share, holdJob(filepath.Join(jobs, "a"))...)...))
+	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
+	sidecars := func() []string { m, _ := filepath.Glob(lock + ".share-*"); return m }
+	first := sidecars()
+	b := startProc(t, gxUser(t, memberB, "022", env, append(share, holdJob(filepath.Join(jobs, "b"))...)...))
+	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+	for _, s := range sidecars() {
+		if len(first) == 1 && s != first[0] {
+			if err := os.Link(s, filepath.Join(dir, "x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := startProc(t, gxUser(t, memberA, "022", env, append(share, "true")...)).wait(t)
+	wantCode(t, r, 75)
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	b.cmd.Process.Signal(syscall.SIGTERM)
+}
