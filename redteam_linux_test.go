@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -156,4 +157,33 @@ func TestHardLinkToASharersSidecarDoesNotUncountIt(t *testing.T) {
 	wantCode(t, r, 75)
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	b.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// The default folder, <temp dir>/gpuexec, is made by gpuexec for its first
+// user, and is meant to be private. Where that user's primary group is
+// shared with others (a site's "users" group, gid 100), another user of
+// that group must not be able to open its lock files: it could hold the
+// guard and defer every job of the owner ("held by another job" while
+// status says free). (safepath makes the folder 0755 in the creator's
+// primary group, and FolderRule then makes every file 0640 in that group.)
+func TestDefaultFolderIsPrivateToItsUser(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	cmd := gxUser(t, memberA, "022", nil, "--", "true")
+	r := startProc(t, cmd).wait(t)
+	wantCode(t, r, 0)
+	var tmp string
+	for _, e := range cmd.Env {
+		if v, ok := strings.CutPrefix(e, "TMPDIR="); ok {
+			tmp = v
+		}
+	}
+	guard := filepath.Join(tmp, "gpuexec", "gpu.lock.guard")
+	if !lockExists(guard) {
+		t.Fatalf("no guard at %s", guard)
+	}
+	if ok, out := flockAs(t, outsiderOfA, guard); ok || !strings.Contains(out, "Permission denied") {
+		fi, _ := os.Stat(guard)
+		t.Errorf("uid %d, who shares uid %d's primary group, could lock its default folder's guard (%v): %v %s", outsiderOfA.uid, memberA.uid, fi.Mode(), ok, out)
+	}
 }
