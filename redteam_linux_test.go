@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -113,6 +114,14 @@ func TestSharerWhoseJobTakesRootIsStillCounted(t *testing.T) {
 // killJobsOf kills the processes whose parent is pid (a job gpuexec pid
 // started), by pid.
 func killJobsOf(pid int) {
+	for _, child := range childrenOf(pid) {
+		syscall.Kill(child, syscall.SIGKILL)
+	}
+}
+
+// childrenOf are the pids of pid's children.
+func childrenOf(pid int) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		var child int
@@ -120,9 +129,10 @@ func killJobsOf(pid int) {
 			continue
 		}
 		if st, ok := testsupport.ProcStat(child); ok && st.PPID == pid {
-			syscall.Kill(child, syscall.SIGKILL)
+			out = append(out, child)
 		}
 	}
+	return out
 }
 
 // A second name for a live sharer's sidecar (a member's `ln` where
@@ -186,4 +196,48 @@ func TestDefaultFolderIsPrivateToItsUser(t *testing.T) {
 		fi, _ := os.Stat(guard)
 		t.Errorf("uid %d, who shares uid %d's primary group, could lock its default folder's guard (%v): %v %s", outsiderOfA.uid, memberA.uid, fi.Mode(), ok, out)
 	}
+}
+
+// A file at a sidecar's name that others may not open (a member's
+// `umask 777; : > gpu.lock.share-<16 hex>`; no process of theirs runs)
+// must not keep a shared lock whose holder and sharers are all gone held
+// for ever: here member B's sharer is SIGKILLed with its job, member A
+// plants such a file and runs nothing, and member C's whole-card job must
+// still get the card. (An unreadable sidecar counts as a live sharer with
+// no bound, and judge keeps the dead record held — "the jobs of its
+// sharers still run: ?/? (pid 0)" — while a ticket that cannot be opened
+// is bounded by --stale. f91db50 took the card.)
+func TestUnreadableFileAtASidecarsNameDoesNotKeepADeadSharedLockHeld(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(0))
+	env := fakeSMI(t, c)
+	b := startProc(t, gxUser(t, memberB, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
+	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+	jobsOfB := childrenOf(b.pid())
+	syscall.Kill(b.pid(), syscall.SIGKILL)
+	testsupport.Await(t, long, "member B's sharer to die", b.exited)
+	for _, p := range jobsOfB {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	testsupport.Await(t, long, "member B's job to die", func() bool {
+		for _, p := range jobsOfB {
+			if !testsupport.Gone(p) {
+				return false
+			}
+		}
+		return true
+	})
+
+	plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+lock+".share-0123456789abcdef")
+	plant.SysProcAttr = memberA.credential()
+	if out, err := plant.CombinedOutput(); err != nil {
+		t.Fatalf("planting: %v %s", err, out)
+	}
+	r := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "1s", "--wait", "5s", "--", "true")).wait(t)
+	t.Logf("%s", r.stderr)
+	wantCode(t, r, 0)
 }
