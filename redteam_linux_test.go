@@ -241,3 +241,24 @@ func TestUnreadableFileAtASidecarsNameDoesNotKeepADeadSharedLockHeld(t *testing.
 	t.Logf("%s", r.stderr)
 	wantCode(t, r, 0)
 }
+
+// A ticket that cannot be opened is alive only until its mtime is older
+// than --stale; one whose mtime is in the future (a member's `umask 777;
+// : > gpu.lock.ticket-...01; touch -d 2099-01-01 ...`, with no process
+// running) must not defer every job for ever. (ahead compares
+// time.Since(mtime) > stale: a future mtime is never stale. f91db50 took
+// the card: it took a ticket it cannot open for a dead one's.)
+func TestUnreadableTicketFromTheFutureDoesNotStallTheQueue(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	ticket := lock + ".ticket-00000000000000000001"
+	plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+ticket+" && touch -d 2099-01-01 "+ticket)
+	plant.SysProcAttr = memberA.credential()
+	if out, err := plant.CombinedOutput(); err != nil {
+		t.Fatalf("planting: %v %s", err, out)
+	}
+	r := startProc(t, gxUser(t, memberC, "022", nil, "--lock", lock, "--poll", "1s", "--heartbeat", "1s", "--stale", "2s", "--wait", "6s", "--", "true")).wait(t)
+	wantCode(t, r, 0)
+}
