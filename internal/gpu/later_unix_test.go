@@ -7,7 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 )
@@ -45,4 +49,27 @@ func isDriverPath() bool {
 		}
 	}
 	return false
+}
+
+// An nvidia-smi that exits but leaves a process of its own holding its
+// output is a driver error that says so, not one quoting its first row.
+func TestOutputKeptOpenByAChild(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child")
+	script := filepath.Join(dir, "nvidia-smi")
+	body := "#!/bin/sh\necho '0, " + gputest.UUID0 + ", 10240, 0, 10000, 240, [N/A], NVIDIA GeForce RTX 3080'\nsleep 30 &\necho $! > " + pidFile + "\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	_, err := (&SMI{Path: script, Timeout: 10 * time.Second}).Devices(context.Background())
+	if !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), "kept its output open") || strings.Contains(err.Error(), gputest.UUID0) {
+		t.Fatalf("error %v, want an ErrDriver saying its output was kept open", err)
+	}
 }

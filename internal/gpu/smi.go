@@ -358,6 +358,11 @@ func (s *SMI) query(ctx context.Context, kind string, fields []string) ([][]stri
 	if strings.HasPrefix(strings.TrimSpace(out), "No devices were found") {
 		return nil, ErrNoDevices
 	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// It exited, but something it started kept its output open:
+		// what was read may be cut anywhere.
+		return nil, fmt.Errorf("%w: nvidia-smi exited, but a process it started kept its output open", ErrDriver)
+	}
 	if err != nil {
 		msg := firstLine(out)
 		if msg == "" {
