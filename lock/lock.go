@@ -442,10 +442,6 @@ type Status struct {
 	// Sharers are the live sharers of a lock held in shared mode
 	// (Info.Share), with their budgets; nil otherwise.
 	Sharers []Sharer `json:"sharers,omitempty"`
-	// NotCounted are the sidecars beside a lock held in shared mode that
-	// are live but not counted (Sharer.Refused says why): what a member
-	// of the folder's group may have planted. Shown, never counted.
-	NotCounted []Sharer `json:"notCounted,omitempty"`
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the

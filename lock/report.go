@@ -115,7 +115,9 @@ func (s *Status) Describe() string {
 
 // writeSharers adds, for a lock held in shared mode, the budgets line and
 // a line per sharer: "  shared: 20.0 GiB of budgets by 2 jobs" then
-// "    channels/ep12 (pid 4242): budget 10.0 GiB, using 11.2 GiB: OVER BUDGET".
+// "    channels/ep12 (pid 4242): budget 10.0 GiB, using 11.2 GiB: OVER BUDGET",
+// and for a sharer whose processes are not attributed to it (see vouch)
+// "; its processes not attributed: " and why.
 func writeSharers(b *strings.Builder, s *Status) {
 	if s.Info == nil || !s.Info.Share || s.State != StateHeld {
 		return
@@ -137,9 +139,9 @@ func writeSharers(b *strings.Builder, s *Status) {
 		if sh.Over {
 			b.WriteString(": OVER BUDGET")
 		}
-	}
-	for _, sh := range s.NotCounted {
-		fmt.Fprintf(b, "\n    not counted: %s, budget %s: %s", sharerName(sh), fmtMiB(sh.MiB), sh.Refused)
+		if sh.Unattributed != "" {
+			b.WriteString("; its processes not attributed: " + sh.Unattributed)
+		}
 	}
 }
 
@@ -189,9 +191,6 @@ func (s *Status) JSON() map[string]any {
 			m["budgetUsedMiB"] = used
 		} else {
 			m["budgetUsedMiB"] = nil
-		}
-		if len(s.NotCounted) > 0 {
-			m["notCounted"] = s.NotCounted
 		}
 	}
 	return m

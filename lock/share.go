@@ -83,11 +83,13 @@ type Sharer struct {
 	Over    bool  `json:"over,omitempty"`
 	// Lock is the token of the record it shares.
 	Lock string `json:"lock,omitempty"`
-	// Refused says why its sidecar is not counted, "" when it is: the
-	// processes it names are not its file owner's (see vouch). A refused
-	// sidecar counts for nothing (no budget, no processes of a sharer,
-	// nothing kept held) and is listed in Status.NotCounted.
-	Refused string `json:"refused,omitempty"`
+	// Unattributed says why the processes its sidecar names are not
+	// taken for its own, "" when they are: they are not its file owner's,
+	// or the file may not be its owner's word (see vouch). Such a sharer
+	// still counts (its budget, and it keeps the lock held while it
+	// lives), but no process's memory is moved from "in use by others"
+	// into its budget, nor named as its job's.
+	Unattributed string `json:"unattributed,omitempty"`
 }
 
 // Budget is the sum of the sharers' budgets; known is false when a
@@ -132,8 +134,8 @@ func parseSharer(b []byte) (Sharer, bool) {
 	if s.ChildStart < 0 || s.ChildPGID == 0 {
 		s.ChildStart = 0
 	}
-	s.Gone = false // said by the kernel's lock, not by the file
-	s.Refused = "" // said by vouch, not by the file
+	s.Gone = false      // said by the kernel's lock, not by the file
+	s.Unattributed = "" // said by vouch, not by the file
 	if s.UsedMiB < 0 {
 		s.UsedMiB = 0
 	}
@@ -146,17 +148,18 @@ func parseSharer(b []byte) (Sharer, bool) {
 // listSharers reads the live sharers beside the lock at lockPath: those
 // whose sidecar's kernel lock is held, then those whose gpuexec is gone
 // while their job's group still runs on this host (Gone), each in name
-// order; with prune, the dead ones' sidecars are removed. Live sidecars
-// that are not counted (Refused) come apart, in refused, and stay. Call
-// with the lock's guard held to count them (sidecars are written whole
-// under it); without, a sidecar caught being written is read again.
-func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
+// order; with prune, the dead ones' sidecars are removed. A live sidecar
+// whose processes are not attributed to it (Unattributed) is listed as
+// any other. Call with the lock's guard held to count them (sidecars are
+// written whole under it); without, a sidecar caught being written is
+// read again.
+func listSharers(lockPath string, prune bool) []Sharer {
 	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	var gone []Sharer
+	var sharers, gone []Sharer
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), base+shareSuffix)
 		if !ok || !validToken(rest) {
@@ -165,8 +168,6 @@ func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
 		path := filepath.Join(dir, e.Name())
 		s, live := readSharer(path)
 		switch {
-		case live && s.Refused != "":
-			refused = append(refused, s)
 		case live && s.Gone:
 			gone = append(gone, s)
 		case live:
@@ -180,7 +181,7 @@ func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
 			removeDeadLiveFile(path)
 		}
 	}
-	return append(sharers, gone...), refused
+	return append(sharers, gone...)
 }
 
 // unreadable reports whether the file at path is there but cannot be
@@ -195,7 +196,8 @@ func unreadable(path string) bool {
 
 // readSharer reads the sidecar at path: live when its kernel lock is held,
 // or (Gone) when it is free but the job's group it names still runs here;
-// a live one that vouch refuses says why in Refused.
+// a live one whose processes vouch does not take for its own says why in
+// Unattributed.
 func readSharer(path string) (Sharer, bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
@@ -219,14 +221,14 @@ func readSharer(path string) (Sharer, bool) {
 		time.Sleep(time.Millisecond) // being written (read without the guard)
 	}
 	if !ok {
-		s.Refused = vouch(f, s)
+		s.Unattributed = vouch(f, s)
 		return s, true
 	}
 	// Its gpuexec is gone: the sharer lives on while its job does. Only
 	// a group whose start is known counts (see Info.ChildStart).
 	if s.ChildPGID > 0 && s.ChildStart > 0 && sameHost(s.Host) && proc.GroupAliveSince(s.ChildPGID, s.ChildStart) {
 		s.Gone = true
-		s.Refused = vouch(f, s)
+		s.Unattributed = vouch(f, s)
 		return s, true
 	}
 	return Sharer{}, false
@@ -422,10 +424,12 @@ func naming(rec Info, who Info) Info {
 // whether the record was removed.
 func (h *fileLock) leaveGuarded() (bool, error) {
 	h.share.leave()
-	rest, _ := listSharers(h.o.Path, true)
+	rest := listSharers(h.o.Path, true)
 	var mine []Sharer
 	for _, s := range rest {
-		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 {
+		// The record names its processes: never those of a sharer
+		// whose processes are not its own (see vouch).
+		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 && s.Unattributed == "" {
 			mine = append(mine, s)
 		}
 	}

@@ -72,11 +72,12 @@ func sweepLeftovers(lockPath string, remove bool) (busy *Status) {
 		case strings.HasPrefix(rest, shareSuffix) && validToken(rest[len(shareSuffix):]):
 			// A sharer's sidecar: a live one whose record is gone is a
 			// sharer whose job still runs (its liveness file, held too,
-			// says the same); a dead one is a leftover. A refused one
-			// keeps nothing held, and stays while it lives.
-			s, live := readSharer(path)
+			// says the same); a dead one is a leftover. One whose
+			// processes are not attributed to it (see vouch) keeps
+			// the lock held as well.
+			_, live := readSharer(path)
 			switch {
-			case live && s.Refused == "":
+			case live:
 				if busy == nil {
 					busy = orphanStatus(lockPath, path, 0)
 				}

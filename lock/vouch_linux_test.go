@@ -15,9 +15,10 @@ import (
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
-// vouch refuses a sidecar that names processes of another user than its
-// file's owner, or a group its live gpuexec did not start; root's files,
-// what cannot be read and a gone sharer's dead pid refuse nothing.
+// vouch refuses the processes a sidecar names (they are not attributed to
+// its sharer) when they are another user's than its file's owner, or a
+// group its live gpuexec did not start; root's files, what cannot be read
+// and a gone sharer's dead pid refuse nothing.
 func TestVouch(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make files and processes of another user (CI runs as root)")
@@ -88,7 +89,7 @@ func TestVouch(t *testing.T) {
 		name  string
 		owner int
 		s     Sharer
-		want  string // in the refusal; "" counted
+		want  string // in the refusal; "" attributed
 	}{
 		{"root's file names anyone", 0, Sharer{PID: rootJob, ChildPGID: memberJob}, ""},
 		{"its own pid", member, Sharer{PID: memberJob}, ""},
@@ -124,10 +125,10 @@ func TestVouch(t *testing.T) {
 		t.Errorf("vouch of a group-writable file = %q", got)
 	}
 	// What a file says of itself is never taken.
-	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"refused":"","gone":true}`)); s.Refused != "" || s.Gone {
-		t.Errorf("parseSharer took refused or gone from the file: %+v", s)
+	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"unattributed":"","gone":true}`)); s.Unattributed != "" || s.Gone {
+		t.Errorf("parseSharer took unattributed or gone from the file: %+v", s)
 	}
-	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"refused":"no"}`)); s.Refused != "" {
-		t.Errorf("parseSharer took refused from the file: %+v", s)
+	if s, _ := parseSharer([]byte(`{"pid":7,"vramMiB":5,"unattributed":"no"}`)); s.Unattributed != "" {
+		t.Errorf("parseSharer took unattributed from the file: %+v", s)
 	}
 }

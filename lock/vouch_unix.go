@@ -10,18 +10,23 @@ import (
 	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
-// vouch says why the live sidecar open as f, read as s, is not counted, ""
-// when it is.
+// vouch says why the processes that the live sidecar open as f, read as
+// s, names are not taken for its sharer's own (Sharer.Unattributed), ""
+// when they are.
 //
 // Anyone who may create files in the lock's folder (a member of its group)
 // can write a sidecar and hold its kernel lock (flock FILE sleep), and
-// name any pid and process group in it: its budget and, worse, the video
-// memory of the processes it names would move from "in use by others" to
-// a sharer's account, and a sharer would be let in that does not fit. What
-// no such member can fake is who owns the file: a sidecar is gpuexec's
-// when the processes it names run as its file's owner, the user whose
-// gpuexec made it (root's files only root makes, and root's are taken as
-// they are). So a sidecar is refused when
+// name any pid and process group in it: the video memory of the processes
+// it names would move from "in use by others" into a small budget, and a
+// sharer would be let in that does not fit. What no such member can fake
+// is who owns the file: a sidecar is gpuexec's when the processes it
+// names run as its file's owner, the user whose gpuexec made it (root's
+// files only root makes, and root's are taken as they are). A refused
+// sidecar still counts, its budget and the lock it keeps held, since a
+// real sharer's may be refused too (its job took uid 0 with sudo; someone
+// made a second name for its file): only the attribution goes, and its
+// job's memory then counts twice, in its budget and as others'. So a
+// sidecar's processes are refused when
 //   - its file has more than one name (a hard link to someone else's
 //     file, where fs.protected_hardlinks allows one), or others than its
 //     owner may write it;

@@ -4,7 +4,8 @@ package lock
 
 import "os"
 
-// vouch is "" on Windows: every live sidecar is counted. Who may create
-// files in the lock's folder is its ACL's to say; a file's owner is not
-// compared with the processes a sidecar names here (see vouch_unix.go).
+// vouch is "" on Windows: the processes every live sidecar names are its
+// sharer's (see Sharer.Unattributed). Who may create files in the lock's
+// folder is its ACL's to say; a file's owner is not compared with the
+// processes a sidecar names here (see vouch_unix.go).
 func vouch(*os.File, Sharer) string { return "" }

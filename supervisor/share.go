@@ -159,10 +159,13 @@ func shareOf(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gpu.
 // addSharers adds the sharers on this host to jobs (by pid) and groups (by
 // their jobs' process groups), for gpu.Attribute. A gone sharer's pid is
 // a dead gpuexec's, which may be any process's by now: only its group
-// counts, keyed in jobs by minus its number, which no process has.
+// counts, keyed in jobs by minus its number, which no process has. A
+// sharer whose processes are not its own (lock.Sharer.Unattributed) is
+// left out: its budget counts, and the memory of what it names stays in
+// use by others (counted twice, if they are its job's: never too little).
 func addSharers(jobs map[int]gpu.Job, groups map[int]int, sharers []lock.Sharer) {
 	for _, s := range sharers {
-		if s.PID <= 0 || !proc.SameHost(s.Host) {
+		if s.PID <= 0 || s.Unattributed != "" || !proc.SameHost(s.Host) {
 			continue
 		}
 		job := gpu.Job{Owner: s.Owner, Slug: s.Slug, PID: s.PID}

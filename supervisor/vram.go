@@ -410,8 +410,10 @@ func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
 			for _, st := range r.Locks {
 				addSharers(jobs, groups, st.Sharers)
 				// A stale record's holder is gone: its pid may be
-				// any process's by now.
-				if st.State != lock.StateHeld || st.Info == nil || !proc.SameHost(st.Info.Host) {
+				// any process's by now. A shared record names one of
+				// its sharers, whose sidecars say whose processes
+				// are whose (see lock.Sharer.Unattributed).
+				if st.State != lock.StateHeld || st.Info == nil || st.Info.Share || !proc.SameHost(st.Info.Host) {
 					continue
 				}
 				jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -245,5 +246,32 @@ func TestShareCountsReserved(t *testing.T) {
 	}
 	if _, known := ShareRoom(inMIG(card(0, 8192, 614, 100), gpu.MIGOn), sharers, nil, 0); known {
 		t.Error("ShareRoom known in MIG mode")
+	}
+}
+
+// A sharer whose processes are not taken for its own (its sidecar names
+// another user's, lock.Sharer.Unattributed) still counts its budget, but
+// the memory of what it names stays in use by others: counted twice when
+// it is truly its job's (its job took uid 0 with sudo), never moved into
+// a small budget (a member's sidecar naming someone else's hog).
+func TestShareOfAnUnattributedSharer(t *testing.T) {
+	d := card(0, 24564, 342, 3500)
+	ps := []gpu.Process{{Device: d.UUID, PID: os.Getpid(), Name: "python3", Used: 3000}}
+	for _, c := range []struct {
+		name         string
+		unattributed string
+		other        gpu.MiB // what is in use by others
+	}{
+		{"its processes its own", "", 500},
+		{"its processes not its own", "its file is uid 1001's but names pid 1, which runs as uid 0", 3500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sharers := []lock.Sharer{{PID: os.Getpid(), MiB: 1, Unattributed: c.unattributed}}
+			room, known := ShareRoom(d, sharers, ps, 0)
+			reserve := reserveOf(0, d.Memory.Total)
+			if want := d.Memory.Total - d.Memory.Reserved - reserve - 1 - c.other; !known || room != want {
+				t.Errorf("ShareRoom = %d, %v; want %d (%s in use by others)", room, known, want, c.other)
+			}
+		})
 	}
 }
