@@ -97,6 +97,10 @@ func TestDir(t *testing.T) {
 				if fi, err := os.Stat(got); err != nil || !fi.IsDir() {
 					t.Fatalf("%s not made: %v", got, err)
 				}
+				// The folder itself private to its user.
+				if fi, _ := os.Stat(got); fi.Mode().Perm() != 0o700 {
+					t.Errorf("%s made %v, want 0700", got, fi.Mode().Perm())
+				}
 			}
 		})
 	}

@@ -17,7 +17,9 @@ const maxLinks = 40
 
 // Dir resolves the absolute folder dir as the package says, creating the
 // folders that are missing when create is set (each in a folder already
-// found safe; 0755 as the umask has it). With private, dir itself must be
+// found safe): dir itself 0700, private to this user (its files are then
+// opened by nobody else, whatever group they are in), the folders above
+// it 0755, as the umask has them. With private, dir itself must be
 // this user's or root's and writable by nobody else (a log file's folder). Without create, a
 // missing part is returned as it is: nothing is there to be redirected.
 func Dir(dir string, create, private bool) (string, error) {
@@ -43,9 +45,13 @@ func Dir(dir string, create, private bool) (string, error) {
 		// real is safe for new entries (walk checked it as the parent
 		// of the first missing one); so is each folder made here.
 		p := real
-		for _, m := range missing {
+		for i, m := range missing {
 			p = filepath.Join(p, m)
-			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			perm := fs.FileMode(0o755)
+			if i == len(missing)-1 {
+				perm = 0o700
+			}
+			if err := os.Mkdir(p, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 				return "", err
 			}
 		}
