@@ -88,6 +88,9 @@ type Sharer struct {
 	// sidecar counts for nothing (no budget, no processes of a sharer,
 	// nothing kept held) and is listed in Status.NotCounted.
 	Refused string `json:"refused,omitempty"`
+	// unopened: a file at a sidecar's name that this user cannot open
+	// (see listSharers); it says nothing of whether a sharer lives.
+	unopened bool
 }
 
 // Budget is the sum of the sharers' budgets; known is false when a
@@ -147,10 +150,13 @@ func parseSharer(b []byte) (Sharer, bool) {
 // whose sidecar's kernel lock is held, then those whose gpuexec is gone
 // while their job's group still runs on this host (Gone), each in name
 // order; with prune, the dead ones' sidecars are removed. Live sidecars
-// that are not counted (Refused) come apart, in refused, and stay. Call
+// that are not counted (Refused) come apart, in refused, and stay. A file
+// at a sidecar's name that cannot be opened is a sharer whose budget is
+// unknown while its mtime is fresh (see outlived, with stale), and is
+// then left out. Call
 // with the lock's guard held to count them (sidecars are written whole
 // under it); without, a sidecar caught being written is read again.
-func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
+func listSharers(lockPath string, stale time.Duration, prune bool) (sharers, refused []Sharer) {
 	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -174,8 +180,13 @@ func listSharers(lockPath string, prune bool) (sharers, refused []Sharer) {
 		case unreadable(path):
 			// There, but not this user's to open (another user's
 			// mode; EMFILE): a sharer that cannot be told, whose
-			// budget is unknown (nothing more may join).
-			sharers = append(sharers, Sharer{MiB: -1})
+			// budget is unknown (nothing more may join), while its
+			// mtime is fresh; never one that keeps the lock held
+			// (see keepers): a live sharer holds the record's
+			// liveness lock, which says so.
+			if fi, err := os.Lstat(path); err == nil && !outlived(time.Since(fi.ModTime()), stale) {
+				sharers = append(sharers, Sharer{MiB: -1, unopened: true})
+			}
 		case prune:
 			removeDeadLiveFile(path)
 		}
@@ -318,7 +329,7 @@ func (sh *shareHold) leave() {
 // takes a shared kernel lock on it.
 func takeLiveShared(lockPath, token string) (*liveLock, error) {
 	p := livePath(lockPath, token)
-	f, err := osfile.CreateExcl(p, osfile.Locked)
+	f, err := osfile.CreateExcl(p, osfile.Joined)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +433,7 @@ func naming(rec Info, who Info) Info {
 // whether the record was removed.
 func (h *fileLock) leaveGuarded() (bool, error) {
 	h.share.leave()
-	rest, _ := listSharers(h.o.Path, true)
+	rest, _ := listSharers(h.o.Path, h.o.Stale, true)
 	var mine []Sharer
 	for _, s := range rest {
 		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 {
