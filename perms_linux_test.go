@@ -159,3 +159,46 @@ func TestGroupNotedInASharedLivenessFileKeepsNothingHeld(t *testing.T) {
 	r := startProc(t, gxUser(t, memberB, "022", env, "--lock", lock, "--poll", "1s", "--wait", "5s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
 }
+
+// A file at a sidecar's name that nobody else may open (a member's `umask
+// 777; : > gpu.lock.share-<16 hex>`) is a sharer whose budget is unknown,
+// which keeps other sharers out, only while its mtime is fresh: one older
+// than --stale, or more than 10 s in the future, is left out, and a sharer
+// that fits joins. (It kept every sharer out for as long as it was there.)
+func TestOldUnreadableFileAtASidecarsNameDoesNotKeepSharersOut(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	for _, tt := range []struct {
+		name, touch string
+		want        int
+	}{
+		{"fresh", "", 75},
+		{"older than --stale", "touch -d 2000-01-01 ", 0},
+		{"in the future", "touch -d 2099-01-01 ", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := sharedDir(t, os.ModeSetgid|0o775)
+			lock := filepath.Join(dir, "gpu.lock")
+			jobs := openDir(t)
+			c := newCard(t, rtx4090(500))
+			env := fakeSMI(t, c)
+			b := startProc(t, gxUser(t, memberB, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
+			testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+			planted := lock + ".share-0123456789abcdef"
+			touch := ""
+			if tt.touch != "" {
+				touch = " && " + tt.touch + planted
+			}
+			plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+planted+touch)
+			plant.SysProcAttr = memberA.credential()
+			if out, err := plant.CombinedOutput(); err != nil {
+				t.Fatalf("planting: %v %s", err, out)
+			}
+			r := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--share", "--vram", "4G", "--poll", "1s", "--wait", "2s", "--", "true")).wait(t)
+			wantCode(t, r, tt.want)
+			b.cmd.Process.Signal(syscall.SIGTERM)
+			wantCode(t, b.wait(t), 143)
+		})
+	}
+}
