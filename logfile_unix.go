@@ -23,7 +23,7 @@ func logFile(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := safepath.Dir(filepath.Dir(abs), true, true)
+	dir, err := safepath.Dir(filepath.Dir(abs), 0o755, true)
 	if err != nil {
 		return "", fmt.Errorf("%v; keep the log in a folder only you can write", err)
 	}

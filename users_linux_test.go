@@ -343,8 +343,8 @@ func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 	wantCode(t, r, 0)
 }
 
-// clear and status, run by a user who may not read the sharers' sidecars,
-// still count every sharer (their budgets unknown), never "0 MiB of
+// clear and status, run by a user who may not read the sharers' sidecars
+// (an older gpuexec's, 0640 in a sticky folder), still count every sharer (their budgets unknown), never "0 MiB of
 // budgets by 0 job(s)" while two hold the card.
 func TestClearOfASharedLockCountsSharersItCannotRead(t *testing.T) {
 	t.Parallel()
@@ -362,6 +362,17 @@ func TestClearOfASharedLockCountsSharersItCannotRead(t *testing.T) {
 	testsupport.Await(t, long, "A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
 	b := startProc(t, gxUser(t, b1, "022", env, append([]string{"--lock", lock, "--share", "--vram", "6G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
 	testsupport.Await(t, long, "B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+	// gpuexec makes them 0644 in a sticky folder now; an older one made
+	// them 0640 in their creator's group, which the stranger is not in.
+	sidecars, _ := filepath.Glob(lock + ".share-*")
+	if len(sidecars) != 2 {
+		t.Fatalf("sidecars: %v", sidecars)
+	}
+	for _, p := range sidecars {
+		if err := os.Chmod(p, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, args := range [][]string{{"clear", "--lock", lock}, {"status", "--lock", lock}} {
 		r := startProc(t, gxUser(t, stranger, "022", env, args...)).wait(t)
 		all := r.stdout + r.stderr

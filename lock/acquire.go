@@ -907,7 +907,7 @@ func inspectAll(o Options, t target) ([]*Status, error) {
 // sidecars removed): they keep it held while their jobs run.
 func judgeLock(st *Status, stale time.Duration, prune bool) {
 	if st.Info != nil && st.Info.Share {
-		st.Sharers = listSharers(st.Path, prune)
+		st.Sharers = listSharers(st.Path, stale, prune)
 	}
 	judge(st, time.Now(), stale, osProber{lockPath: st.Path})
 	if st.State != StateHeld {

@@ -28,6 +28,11 @@ func (e *FolderError) Error() string {
 			"to its creator's primary group, which other members may not be in and users outside the folder's group may; "+
 			"run: chmod g+s %s && chgrp -R %s %s", what, describeFolder(e.Dir), e.Dir, folderGroup(e.Dir), e.Dir)
 	}
+	if errors.Is(e.Err, osfile.ErrOpenToAll) {
+		return fmt.Sprintf("lock: %s (%s): every user may write it, and it is not sticky, so anyone could remove or replace "+
+			"the lock's files; run: chmod o-w %s (a group folder), or chmod +t %s (open to all, as /tmp)",
+			what, describeFolder(e.Dir), e.Dir, e.Dir)
+	}
 	var se *safepath.Error
 	if errors.As(e.Err, &se) {
 		// It says who controls what, already.
@@ -43,11 +48,13 @@ func (e *FolderError) Error() string {
 func (e *FolderError) Unwrap() error { return e.Err }
 
 // explain turns a permission error from the folder of lockPath, or the
-// refusal of a group folder without setgid, into a *FolderError; other
-// errors are returned as they are.
+// refusal of its folder's mode (a group folder without setgid, one every
+// user may write that is not sticky), into a *FolderError; other errors
+// are returned as they are.
 func explain(lockPath string, err error) error {
 	var fe *FolderError
-	if err == nil || !errors.Is(err, fs.ErrPermission) && !errors.Is(err, osfile.ErrNotSetgid) || errors.As(err, &fe) {
+	refused := errors.Is(err, osfile.ErrNotSetgid) || errors.Is(err, osfile.ErrOpenToAll)
+	if err == nil || !errors.Is(err, fs.ErrPermission) && !refused || errors.As(err, &fe) {
 		return err
 	}
 	return &FolderError{Dir: filepath.Dir(lockPath), Err: err}

@@ -13,10 +13,11 @@ import (
 )
 
 // Files gpuexec creates follow the folder, whatever the umask: in a group
-// folder (setgid) 0660, in a private one 0640 where the folder's group may
-// read it and 0600 where not, in a sticky folder every user may write
-// 0644 (liveness files 0640). Nobody outside the folder's group may open
-// them. Not parallel: the umask is the process's.
+// folder (setgid) 0660, a holder's liveness file 0640 (only its owner
+// writes its noted job group), in a private one 0640 where the folder's
+// group may read it and 0600 where not, in a sticky folder every user may
+// write 0644, so that anyone may probe them. Nobody outside the folder's
+// group may open them. Not parallel: the umask is the process's.
 func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
@@ -24,14 +25,13 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 		folder     os.FileMode
 		want, live os.FileMode
 	}{
-		{os.ModeSetgid | 0o775, 0o660, 0o660},
-		{os.ModeSetgid | 0o770, 0o660, 0o660},
-		{os.ModeSetgid | 0o777, 0o660, 0o660},
+		{os.ModeSetgid | 0o775, 0o660, 0o640},
+		{os.ModeSetgid | 0o770, 0o660, 0o640},
 		{0o755, 0o640, 0o640},
 		{0o750, 0o640, 0o640},
 		{0o711, 0o600, 0o600},
 		{0o700, 0o600, 0o600},
-		{os.ModeSticky | 0o777, 0o644, 0o640},
+		{os.ModeSticky | 0o777, 0o644, 0o644},
 	} {
 		dir := filepath.Join(t.TempDir(), "locks")
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -60,7 +60,7 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 // A folder its group may write without setgid is refused, and nothing is
 // made in it.
 func TestGroupFolderWithoutSetgid(t *testing.T) {
-	for _, mode := range []os.FileMode{0o775, 0o770, 0o777, os.ModeSticky | 0o775} {
+	for _, mode := range []os.FileMode{0o775, 0o770, os.ModeSticky | 0o775} {
 		dir := filepath.Join(t.TempDir(), "locks")
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
@@ -73,6 +73,30 @@ func TestGroupFolderWithoutSetgid(t *testing.T) {
 		var fe *FolderError
 		if h != nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "chmod g+s "+dir) {
 			t.Errorf("folder %v: TryAcquire = %v, %v; want a FolderError with the recipe", mode, h, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("folder %v: %d files made in it", mode, len(ents))
+		}
+	}
+}
+
+// A folder every user may write that is not sticky is refused, setgid or
+// not (anyone could remove or replace the lock's files, or make a guard
+// open to all and hold it), and nothing is made in it.
+func TestFolderOpenToAllWithoutStickyIsRefused(t *testing.T) {
+	for _, mode := range []os.FileMode{0o777, os.ModeSetgid | 0o777, 0o773} {
+		dir := filepath.Join(t.TempDir(), "locks")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		lock := filepath.Join(dir, "gpu.lock")
+		h, err := TryAcquire(Options{Path: lock, Owner: "o", Slug: "s"})
+		var fe *FolderError
+		if h != nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), "chmod o-w "+dir) || !strings.Contains(err.Error(), "chmod +t "+dir) {
+			t.Errorf("folder %v: TryAcquire = %v, %v; want a FolderError with the fixes", mode, h, err)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("folder %v: %d files made in it", mode, len(ents))

@@ -12,6 +12,17 @@ import (
 // After that it is stale.
 const writeGrace = 10 * time.Second
 
+// outlived reports whether a file whose mtime is age old (negative: in
+// the future) no longer says that its writer lives, by its mtime alone:
+// older than stale, or more than writeGrace in the future (no writer sets
+// such a time, and one far ahead is no excuse to wait until then). It is
+// the one rule for every file judged by its mtime: a record with no valid
+// content (stale after writeGrace), a ticket or a sidecar that cannot be
+// opened (after Options.Stale).
+func outlived(age, stale time.Duration) bool {
+	return age >= stale || age <= -writeGrace
+}
+
 // startTolerance is how far a live process's start time may differ from the
 // one recorded in the lock before its pid is taken as recycled. Start times
 // are read from the same clock on both sides with 10 ms resolution; a pid is
@@ -105,7 +116,7 @@ func withinTolerance(a, b int64) bool {
 //     the group's start is known (an older gpuexec's record, without it,
 //     only while its heartbeat is fresh); or, for a shared record, a
 //     sharer is listed (its sidecar's lock is held, or its job still
-//     runs);
+//     runs; a sidecar that cannot be opened is no evidence: see keepers);
 //   - otherwise it is stale; a holder that is not gone is held.
 func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	s.HeartbeatAge = now.Sub(s.ModTime)
@@ -118,7 +129,7 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	if s.Info == nil {
 		// A record being written has a fresh mtime; one far in the
 		// future is no excuse to block every job until then.
-		if s.HeartbeatAge < writeGrace && s.HeartbeatAge > -writeGrace {
+		if !outlived(s.HeartbeatAge, writeGrace) {
 			setHeld("lock file has no valid record yet (%s old); it may still be being written", fmtAge(s.HeartbeatAge))
 			return
 		}
@@ -172,8 +183,10 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	}
 	// The job's group: from the record, or, before the record names it,
 	// as the holder noted it in its liveness file when the job started.
+	// A shared record's liveness file is joined for writing by every
+	// sharer (see osfile.Joined): what is written there is nobody's word.
 	g := jobGroup{id: info.ChildPGID, since: info.ChildStart}
-	if g.id == 0 {
+	if g.id == 0 && !info.Share {
 		g = noted
 	}
 	if g.id > 0 && (g.since > 0 || !noHeartbeat) && p.groupAlive(g) {
@@ -181,9 +194,9 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		s.keptBy = []int{g.id}
 		return
 	}
-	if info.Share && len(s.Sharers) > 0 {
-		setHeld("%s, but %s", gone, sharersLeft(s.Sharers))
-		for _, sh := range s.Sharers {
+	if kept := keepers(s.Sharers); info.Share && len(kept) > 0 {
+		setHeld("%s, but %s", gone, sharersLeft(kept))
+		for _, sh := range kept {
 			if !sh.Gone {
 				s.keptBy = nil // a sharer that lives: its locks say when it ends
 				break
@@ -193,4 +206,19 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 		return
 	}
 	setStale("%s", gone)
+}
+
+// keepers are the sharers that keep a shared record whose holder is gone
+// held: those whose sidecar says they live (its kernel lock is held, or
+// its job runs). A file at a sidecar's name that cannot be opened says
+// nothing of a sharer's life (anyone in the folder may make one): a live
+// sharer of another user holds the record's liveness lock too.
+func keepers(sharers []Sharer) []Sharer {
+	var kept []Sharer
+	for _, sh := range sharers {
+		if !sh.unopened {
+			kept = append(kept, sh)
+		}
+	}
+	return kept
 }

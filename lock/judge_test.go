@@ -141,6 +141,10 @@ func TestJudgeSharedRecord(t *testing.T) {
 		{"no sharer left", nil, time.Minute, StateStale, "liveness lock is free"},
 		{"a gone sharer's job still runs", []Sharer{{PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, time.Minute, StateHeld, "reels/tts (pid 101, gone; its job still runs)"},
 		{"the same, no heartbeat for long", []Sharer{{PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, 3 * time.Hour, StateHeld, "the jobs of its sharers still run"},
+		// A file at a sidecar's name that cannot be opened says nothing
+		// of a sharer's life.
+		{"only a sidecar that cannot be opened", []Sharer{{MiB: -1, unopened: true}}, time.Minute, StateStale, "liveness lock is free"},
+		{"one that cannot be opened beside a gone sharer's job", []Sharer{{MiB: -1, unopened: true}, {PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, time.Minute, StateHeld, "still run: reels/tts (pid 101, gone; its job still runs)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			info := *shared
@@ -161,5 +165,26 @@ func check(t *testing.T, st *Status, want State, reason string) {
 	}
 	if !strings.Contains(st.Reason, reason) {
 		t.Fatalf("reason %q does not contain %q", st.Reason, reason)
+	}
+}
+
+// A file judged by its mtime alone has outlived its writer once older
+// than stale, or more than writeGrace in the future.
+func TestOutlived(t *testing.T) {
+	const stale = time.Minute
+	for _, tt := range []struct {
+		age  time.Duration
+		want bool
+	}{
+		{0, false},
+		{stale - time.Millisecond, false},
+		{stale, true},
+		{-writeGrace + time.Millisecond, false},
+		{-writeGrace, true},
+		{-100 * 365 * 24 * time.Hour, true},
+	} {
+		if got := outlived(tt.age, stale); got != tt.want {
+			t.Errorf("outlived(%s, %s) = %v, want %v", tt.age, stale, got, tt.want)
+		}
 	}
 }

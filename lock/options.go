@@ -287,22 +287,24 @@ func resolve(path string) (string, error) {
 	if err != nil {
 		return "", &OptionError{Option: "path", Problem: fmt.Sprintf("%q: %v", path, err)}
 	}
-	dir, err := safepath.Dir(filepath.Dir(abs), false, false)
+	dir, err := safepath.Dir(filepath.Dir(abs), 0, false)
 	if err != nil {
 		return "", &FolderError{Dir: filepath.Dir(abs), Err: err}
 	}
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// makeFolder creates the lock's folder dir (resolved, see resolve) and
-// the folders above it that are missing, each only where no other user
-// could move it away, as the umask has it. A folder that is there was
+// makeFolder creates the lock's folder dir (resolved, see resolve), 0700
+// (its files are then this user's alone, whatever group they are in; a
+// folder to share is made by hand), and the folders above it that are
+// missing, 0755 as the umask has it, each only where no other user could
+// move it away. A folder that is there was
 // checked when the path was resolved, and nobody else can change it.
 func makeFolder(dir string) error {
 	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
 		return nil
 	}
-	if _, err := safepath.Dir(dir, true, false); err != nil {
+	if _, err := safepath.Dir(dir, 0o700, false); err != nil {
 		var se *safepath.Error
 		if errors.As(err, &se) {
 			return &FolderError{Dir: dir, Err: err}

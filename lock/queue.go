@@ -307,8 +307,8 @@ func (t *ticket) drop() {
 // ticketAlive reports whether a waiter holds the ticket's kernel lock. A
 // ticket that is there but cannot be opened (EACCES: another user's mode;
 // EMFILE, ENFILE: no descriptor left) cannot be told: it is taken to be
-// alive, and goes only when its mtime is older than Options.Stale (see
-// ahead). Only a ticket that is gone, or is no regular file, is not.
+// alive, and goes when its mtime is older than Options.Stale or more than
+// writeGrace in the future (see ahead and outlived). Only a ticket that is gone, or is no regular file, is not.
 func ticketAlive(path string) bool {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
@@ -328,7 +328,7 @@ func ticketAlive(path string) bool {
 // ahead counts the live tickets before seq (all of them for seq 0) that
 // compete with q. The first ones, up to the first live rival, are checked,
 // and pruned if their waiter is gone or has not shown life for longer than
-// stale; the rivals behind a live one are counted as they are: nobody
+// stale (or its mtime is far in the future: see outlived); the rivals behind a live one are counted as they are: nobody
 // behind it is served before it, and each is checked when it comes first.
 // That keeps the work under the guard the same for any length of queue.
 // Call with the guard held.
@@ -352,7 +352,7 @@ func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
 		if err != nil || !fi.Mode().IsRegular() {
 			continue // gone, or no ticket of anyone's: not touched
 		}
-		if !ticketAlive(t.path) || time.Since(fi.ModTime()) > stale {
+		if !ticketAlive(t.path) || outlived(time.Since(fi.ModTime()), stale) {
 			os.Remove(t.path)
 			delete(q.rivals, t.seq)
 			continue

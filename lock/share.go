@@ -90,6 +90,9 @@ type Sharer struct {
 	// lives), but no process's memory is moved from "in use by others"
 	// into its budget, nor named as its job's.
 	Unattributed string `json:"unattributed,omitempty"`
+	// unopened: a file at a sidecar's name that this user cannot open
+	// (see listSharers); it says nothing of whether a sharer lives.
+	unopened bool
 }
 
 // Budget is the sum of the sharers' budgets; known is false when a
@@ -150,10 +153,12 @@ func parseSharer(b []byte) (Sharer, bool) {
 // while their job's group still runs on this host (Gone), each in name
 // order; with prune, the dead ones' sidecars are removed. A live sidecar
 // whose processes are not attributed to it (Unattributed) is listed as
-// any other. Call with the lock's guard held to count them (sidecars are
-// written whole under it); without, a sidecar caught being written is
-// read again.
-func listSharers(lockPath string, prune bool) []Sharer {
+// any other. A file at a sidecar's name that cannot be opened is a sharer
+// whose budget is unknown while its mtime is fresh (see outlived, with
+// stale), and is then left out. Call with the lock's guard held to count
+// them (sidecars are written whole under it); without, a sidecar caught
+// being written is read again.
+func listSharers(lockPath string, stale time.Duration, prune bool) []Sharer {
 	dir, base := filepath.Dir(lockPath), filepath.Base(lockPath)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -175,8 +180,13 @@ func listSharers(lockPath string, prune bool) []Sharer {
 		case unreadable(path):
 			// There, but not this user's to open (another user's
 			// mode; EMFILE): a sharer that cannot be told, whose
-			// budget is unknown (nothing more may join).
-			sharers = append(sharers, Sharer{MiB: -1})
+			// budget is unknown (nothing more may join), while its
+			// mtime is fresh; never one that keeps the lock held
+			// (see keepers): a live sharer holds the record's
+			// liveness lock, which says so.
+			if fi, err := os.Lstat(path); err == nil && !outlived(time.Since(fi.ModTime()), stale) {
+				sharers = append(sharers, Sharer{MiB: -1, unopened: true})
+			}
 		case prune:
 			removeDeadLiveFile(path)
 		}
@@ -320,7 +330,7 @@ func (sh *shareHold) leave() {
 // takes a shared kernel lock on it.
 func takeLiveShared(lockPath, token string) (*liveLock, error) {
 	p := livePath(lockPath, token)
-	f, err := osfile.CreateExcl(p, osfile.Locked)
+	f, err := osfile.CreateExcl(p, osfile.Joined)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +434,7 @@ func naming(rec Info, who Info) Info {
 // whether the record was removed.
 func (h *fileLock) leaveGuarded() (bool, error) {
 	h.share.leave()
-	rest := listSharers(h.o.Path, true)
+	rest := listSharers(h.o.Path, h.o.Stale, true)
 	var mine []Sharer
 	for _, s := range rest {
 		// The record names its processes: never those of a sharer

@@ -58,7 +58,7 @@ func vouch(f *os.File, s Sharer) string {
 		return fmt.Sprintf("its file has %d links", st.Nlink)
 	case fi.Mode().Perm()&0o022 != 0:
 		// gpuexec makes sidecars writable by their owner alone
-		// (osfile.Locked): one that others may write says nothing of
+		// (osfile.Sidecar): one that others may write says nothing of
 		// who wrote it either.
 		return fmt.Sprintf("its file may be written by others than its owner (%s)", fi.Mode().Perm())
 	case st.Uid == 0:

@@ -63,24 +63,26 @@ func TestDir(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
 		dir           string
-		create, priv  bool
+		create        os.FileMode
+		priv          bool
 		want, wantErr string
 	}{
-		{"a private folder", private, false, true, private, ""},
-		{"a group folder, for a lock", group, false, false, group, ""},
-		{"a group folder, for a log", group, false, true, "", "may be written by others"},
-		{"a folder in a group folder", filepath.Join(group, "team"), false, false, "", "could move team away"},
-		{"a new folder in a group folder", filepath.Join(group, "new"), true, false, "", "could move what is made in it away"},
-		{"my folder in a sticky folder", mine, false, true, mine, ""},
-		{"another user's folder in a sticky folder", theirsInSticky, false, false, "", "uid 4242"},
-		{"a new folder in a sticky folder", filepath.Join(sticky, "new"), true, false, filepath.Join(sticky, "new"), ""},
-		{"another user's folder", filepath.Join(theirs, "x"), false, false, "", "belongs to another user (uid 4242)"},
-		{"another user's folder, for a log", theirs, false, true, "", "belongs to another user (uid 4242), who could put a link"},
-		{"another user's folder, for a lock", theirs, false, false, theirs, ""},
-		{"my link", myLink, false, false, private, ""},
-		{"another user's link", theirLink, false, false, "", "symbolic link of another user"},
-		{"a missing folder, not created", filepath.Join(private, "a", "b"), false, false, filepath.Join(private, "a", "b"), ""},
-		{"a missing folder, created", filepath.Join(private, "c", "d"), true, false, filepath.Join(private, "c", "d"), ""},
+		{"a private folder", private, 0, true, private, ""},
+		{"a group folder, for a lock", group, 0, false, group, ""},
+		{"a group folder, for a log", group, 0, true, "", "may be written by others"},
+		{"a folder in a group folder", filepath.Join(group, "team"), 0, false, "", "could move team away"},
+		{"a new folder in a group folder", filepath.Join(group, "new"), 0o700, false, "", "could move what is made in it away"},
+		{"my folder in a sticky folder", mine, 0, true, mine, ""},
+		{"another user's folder in a sticky folder", theirsInSticky, 0, false, "", "uid 4242"},
+		{"a new folder in a sticky folder", filepath.Join(sticky, "new"), 0o700, false, filepath.Join(sticky, "new"), ""},
+		{"another user's folder", filepath.Join(theirs, "x"), 0, false, "", "belongs to another user (uid 4242)"},
+		{"another user's folder, for a log", theirs, 0, true, "", "belongs to another user (uid 4242), who could put a link"},
+		{"another user's folder, for a lock", theirs, 0, false, theirs, ""},
+		{"my link", myLink, 0, false, private, ""},
+		{"another user's link", theirLink, 0, false, "", "symbolic link of another user"},
+		{"a missing folder, not created", filepath.Join(private, "a", "b"), 0, false, filepath.Join(private, "a", "b"), ""},
+		{"a missing folder, created", filepath.Join(private, "c", "d"), 0o700, false, filepath.Join(private, "c", "d"), ""},
+		{"a missing folder, created for a log", filepath.Join(private, "e", "f"), 0o755, true, filepath.Join(private, "e", "f"), ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Dir(tt.dir, tt.create, tt.priv)
@@ -93,9 +95,14 @@ func TestDir(t *testing.T) {
 			case err != nil || got != tt.want:
 				t.Fatalf("Dir(%s) = %q, %v; want %q", tt.dir, got, err, tt.want)
 			}
-			if tt.create && err == nil {
+			if tt.create != 0 && err == nil {
 				if fi, err := os.Stat(got); err != nil || !fi.IsDir() {
 					t.Fatalf("%s not made: %v", got, err)
+				}
+				// The folder itself with the mode asked for (a lock's
+				// private to its user), as the umask has it.
+				if fi, _ := os.Stat(got); fi.Mode().Perm()&^tt.create != 0 || fi.Mode().Perm()&0o700 != 0o700 {
+					t.Errorf("%s made %v, want %v", got, fi.Mode().Perm(), tt.create)
 				}
 			}
 		})

@@ -16,11 +16,14 @@ import (
 const maxLinks = 40
 
 // Dir resolves the absolute folder dir as the package says, creating the
-// folders that are missing when create is set (each in a folder already
-// found safe; 0755 as the umask has it). With private, dir itself must be
-// this user's or root's and writable by nobody else (a log file's folder). Without create, a
-// missing part is returned as it is: nothing is there to be redirected.
-func Dir(dir string, create, private bool) (string, error) {
+// folders that are missing when create is not 0 (each in a folder already
+// found safe): dir itself with mode create (0700 for a lock's folder:
+// private to this user, whose files are then opened by nobody else,
+// whatever group they are in), the folders above it 0755, as the umask
+// has them. With private, dir itself must be this user's or root's and
+// writable by nobody else (a log file's folder). With create 0, a missing
+// part is returned as it is: nothing is there to be redirected.
+func Dir(dir string, create fs.FileMode, private bool) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("%s: not an absolute path", dir)
 	}
@@ -37,15 +40,19 @@ func Dir(dir string, create, private bool) (string, error) {
 			}
 			return real, nil
 		}
-		if !create {
+		if create == 0 {
 			return filepath.Join(append([]string{real}, missing...)...), nil
 		}
 		// real is safe for new entries (walk checked it as the parent
 		// of the first missing one); so is each folder made here.
 		p := real
-		for _, m := range missing {
+		for i, m := range missing {
 			p = filepath.Join(p, m)
-			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			perm := fs.FileMode(0o755)
+			if i == len(missing)-1 {
+				perm = create
+			}
+			if err := os.Mkdir(p, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 				return "", err
 			}
 		}

@@ -142,7 +142,7 @@ func conform(f *os.File, rule Rule, kind Kind) error {
 // to stop every job, or to keep a dead holder looking alive).
 type Rule struct {
 	// Perm is the mode of each Kind of file.
-	Perm [3]fs.FileMode
+	Perm [kinds]fs.FileMode
 	// GID is the group the files must be in; -1 where any will do (a
 	// folder every user may write: see FolderRule).
 	GID int
@@ -153,19 +153,23 @@ type Rule struct {
 // FolderRule returns the Rule of the lock folder dir (read once per
 // process and folder):
 //
-//   - a folder its group may write (a group folder, 2775): every file
-//     0660 in the folder's group, but a sharer's sidecar 0640 (only its
-//     owner may write what it says; see Sidecar). Only with setgid, which gives each new
-//     file the folder's group: without it a file would be in its
-//     creator's primary group, which other members may not be in and
-//     outsiders may, and the folder is refused (ErrNotSetgid);
 //   - a folder every user may write, sticky (/tmp itself): nobody is
-//     outside it (anyone may create the lock there), and files are as an
-//     older gpuexec made them: the guard and record 0644, liveness files,
-//     tickets and sidecars 0640, in their creator's group;
+//     outside it (anyone may create the lock there), and every file is
+//     0644, in its creator's group: any user may probe any file's kernel
+//     lock, so a dead waiter's or holder's file is told from a live one's
+//     whoever made it;
+//   - a folder every user may write, not sticky (0777, 2777): refused
+//     (ErrOpenToAll), anyone could remove or replace the lock's files;
+//   - a folder its group may write (a group folder, 2775): the guard, the
+//     record and a shared record's liveness file (Joined) 0660 in the
+//     folder's group, tickets, holders' liveness files and sidecars 0640
+//     (only their owner may write what they say). Only with setgid, which
+//     gives each new file the folder's group: without it a file would be
+//     in its creator's primary group, which other members may not be in
+//     and outsiders may, and the folder is refused (ErrNotSetgid);
 //   - any other folder (only its owner may write it: the default
-//     <tmp>/gpuexec): 0640 in the folder's group where the folder lets
-//     its group read it, else 0600.
+//     <tmp>/gpuexec, made 0700): 0640 in the folder's group where the
+//     folder lets its group read it, else 0600.
 func FolderRule(dir string) (Rule, error) {
 	if r, ok := folderRules.Load(dir); ok {
 		return r.(Rule), nil
@@ -182,15 +186,17 @@ func FolderRule(dir string) (Rule, error) {
 	var r Rule
 	switch {
 	case m&0o002 != 0 && m&os.ModeSticky != 0:
-		r = Rule{Perm: [3]fs.FileMode{Shared: 0o644, Locked: 0o640, Sidecar: 0o640}, GID: -1}
+		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o644, Locked: 0o644, Sidecar: 0o644, Joined: 0o644}, GID: -1}
+	case m&0o002 != 0:
+		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrOpenToAll}
 	case m&0o020 != 0 && m&os.ModeSetgid == 0:
 		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrNotSetgid}
 	case m&0o020 != 0:
-		r = Rule{Perm: [3]fs.FileMode{Shared: 0o660, Locked: 0o660, Sidecar: 0o640}, GID: int(st.Gid), setgid: true}
+		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o660, Locked: 0o640, Sidecar: 0o640, Joined: 0o660}, GID: int(st.Gid), setgid: true}
 	case m&0o040 != 0:
-		r = Rule{Perm: [3]fs.FileMode{Shared: 0o640, Locked: 0o640, Sidecar: 0o640}, GID: int(st.Gid)}
+		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o640, Locked: 0o640, Sidecar: 0o640, Joined: 0o640}, GID: int(st.Gid)}
 	default:
-		r = Rule{Perm: [3]fs.FileMode{Shared: 0o600, Locked: 0o600, Sidecar: 0o600}, GID: int(st.Gid)}
+		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o600, Locked: 0o600, Sidecar: 0o600, Joined: 0o600}, GID: int(st.Gid)}
 	}
 	r.setgid = r.setgid || m&os.ModeSetgid != 0
 	folderRules.Store(dir, r)

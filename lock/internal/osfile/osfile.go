@@ -35,6 +35,11 @@ var ErrNotRegular = errors.New("not a regular file")
 // members may not be in, and users outside the folder's group may (Unix).
 var ErrNotSetgid = errors.New("its group may write it, but it is not setgid")
 
+// ErrOpenToAll is returned (wrapped in a *fs.PathError naming the folder)
+// for a lock folder that every user may write but that is not sticky:
+// anyone could remove or replace the lock's files (Unix).
+var ErrOpenToAll = errors.New("every user may write it, and it is not sticky")
+
 // LooseError is a guard that users outside its folder's group may open
 // (made by an older gpuexec), which this user may not tighten: only its
 // owner or root may change its mode and group.
@@ -60,14 +65,23 @@ type Kind int
 const (
 	// Shared: the guard and the record.
 	Shared Kind = iota
-	// Locked: a liveness file or a ticket, whose kernel lock says its
-	// holder lives. Nobody outside the folder's group may open it, so
-	// that nobody can take that lock and make a dead holder or waiter
-	// look alive (see FolderRule).
+	// Locked: a holder's liveness file or a ticket, whose kernel lock
+	// says its holder lives. Nobody outside the folder's group may open
+	// it, so that nobody can take that lock and make a dead holder or
+	// waiter look alive (see FolderRule); only its owner may write it
+	// (a ticket's record, a liveness file's noted job group).
 	Locked
 	// Sidecar: a sharer's sidecar, a Locked file that only its owner
 	// may write: what it says of its sharer (budget, job's group) is
 	// believed only as its owner's word (lock's vouch), so no member
 	// may rewrite another's.
 	Sidecar
+	// Joined: the liveness file of a shared record, which the record's
+	// sharers, of any member, join for writing: its last writable close
+	// is what wakes a waiter (see lock's joinLive). What is written in it
+	// is never read.
+	Joined
 )
+
+// kinds is the number of Kinds.
+const kinds = 4
