@@ -292,7 +292,10 @@ func TestSharerLeftoverKeepsTheCard(t *testing.T) {
 				awaitStarted(t, other)
 				victim, pids = startShellJob(t, c.env(), share, leftoverScript)
 			}
-			// The sidecar has the job's group at once.
+			// The sidecar has the job's group just after the job
+			// starts (a SIGKILL before that is the window the
+			// guarantees leave out).
+			testsupport.AwaitSharerPGID(t, long, lock, pids[0])
 			killHolder(t, victim, pids)
 			wantCode(t, other.end(t), 0)
 			r := gx(t, c.env(), "--lock", lock, "--wait", "3s", "--poll", "100ms", "--", "true")

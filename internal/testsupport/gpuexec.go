@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -48,5 +49,26 @@ func AwaitChildPGID(t testing.TB, timeout time.Duration, lock string, pgid int) 
 			ChildPGID int `json:"childPgid"`
 		}
 		return err == nil && json.Unmarshal(b, &rec) == nil && rec.ChildPGID == pgid
+	})
+}
+
+// AwaitSharerPGID waits until a sharer's sidecar beside lock names the
+// job's process group pgid: gpuexec notes it there just after the job
+// starts, and a gpuexec SIGKILLed before that leaves a job it cannot vouch
+// for (a window the guarantees leave out).
+func AwaitSharerPGID(t testing.TB, timeout time.Duration, lock string, pgid int) {
+	t.Helper()
+	Await(t, timeout, fmt.Sprintf("a sharer's sidecar to name the job's process group %d", pgid), func() bool {
+		paths, _ := filepath.Glob(lock + ".share-*")
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			var sc struct {
+				ChildPGID int `json:"childPgid"`
+			}
+			if err == nil && json.Unmarshal(b, &sc) == nil && sc.ChildPGID == pgid {
+				return true
+			}
+		}
+		return false
 	})
 }
