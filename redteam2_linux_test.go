@@ -1,0 +1,159 @@
+//go:build linux
+
+package main
+
+// Findings of the second red-team pass over issue 24's fixes (the merges
+// of i24-fixshare and i24-fixperm), as black-box tests that fail on the
+// branch they were found on.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gproc "github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/testsupport"
+)
+
+// A member who runs nothing must not keep the card held by a file that
+// names another user's job: here root's long-running job (a process group
+// of its own, as a shell's job is), named by member A in a sidecar whose
+// kernel lock nobody holds, or in a liveness file's note. Member B's job
+// must get the free card. (Both are taken for a job whose record was
+// removed and that "still runs": the card is held for as long as root's
+// job runs, `status` says the planted sidecar "is locked", and `clear
+// --force` refuses. The sidecar's owner is not the group's, which vouch
+// tells, but a refused sidecar now keeps the lock held; a liveness file's
+// note is believed with no owner check at all.)
+func TestFileNamingAnotherUsersJobKeepsNothingHeld(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	for _, tt := range []struct {
+		name, file string
+		content    func(pgid int, start int64) string
+	}{
+		{"an unlocked sidecar", ".share-0123456789abcdef", func(pgid int, start int64) string {
+			return fmt.Sprintf(`{"pid":999999,"owner":"root","slug":"train","host":%q,"childPgid":%d,"childStart":%d,"vramMiB":1,"since":"2026-01-01T00:00:00.000Z"}`,
+				gproc.HostName(), pgid, start)
+		}},
+		{"a liveness file's note", ".live-0123456789abcdef", func(pgid int, start int64) string {
+			return fmt.Sprintf("%d %d", pgid, start)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := sharedDir(t, os.ModeSetgid|0o775)
+			lock := filepath.Join(dir, "gpu.lock")
+			// Root's job: a group of its own in this session, as a
+			// shell's job is (not a daemon's session).
+			job := exec.Command("/bin/sleep", "300")
+			job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := job.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { job.Process.Kill(); job.Wait() })
+			start, ok := gproc.Start(job.Process.Pid)
+			if !ok {
+				t.Fatal("cannot read root's job's start time")
+			}
+			planted := lock + tt.file
+			plant := exec.Command("/bin/sh", "-c", fmt.Sprintf("umask 027; printf '%%s' '%s' > %s", tt.content(job.Process.Pid, start), planted))
+			plant.SysProcAttr = memberA.credential()
+			if out, err := plant.CombinedOutput(); err != nil {
+				t.Fatalf("member A planting %s: %v %s", filepath.Base(planted), err, out)
+			}
+			r := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--wait", "3s", "--", "true")).wait(t)
+			wantCode(t, r, 0)
+		})
+	}
+}
+
+// A live waiter holds its ticket's kernel lock: that is proof of life
+// whatever the ticket's mtime says. After the clock steps back (NTP's step
+// at boot, `date -s`), every ticket's last heartbeat lies in the future
+// until its waiter touches it again; here member B's ticket is dated a
+// minute ahead (as a one-minute step back just after its heartbeat), and
+// member C queues behind it. B must still be served first. (ahead prunes
+// any ticket more than 10 s in the future, held or not: B's live ticket is
+// removed, B queues again at the back, and C's job runs before B's.
+// f91db50 kept B's place.)
+func TestLiveWaiterWhoseTicketIsDatedAheadKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	flags := filepath.Join(openDir(t), "flags")
+	if err := os.Mkdir(flags, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(flags, 0o777)
+	ready, release := filepath.Join(flags, "ready"), filepath.Join(flags, "release")
+	ranB, cFirst := filepath.Join(flags, "b"), filepath.Join(flags, "c-before-b")
+
+	holder := startProc(t, gxUser(t, memberA, "022", nil, "--lock", lock, "--poll", "1s", "--",
+		"/bin/sh", "-c", "touch "+ready+"; while [ ! -e "+release+" ]; do sleep 0.05; done"))
+	testsupport.Await(t, long, "member A's holder to start its job", func() bool { return lockExists(ready) })
+
+	tickets := func() []string { m, _ := filepath.Glob(lock + ".ticket-*"); return m }
+	b := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--", "touch", ranB))
+	testsupport.Await(t, long, "member B's waiter to queue", func() bool { return len(tickets()) == 1 })
+	ahead := time.Now().Add(time.Minute)
+	if err := os.Chtimes(tickets()[0], ahead, ahead); err != nil {
+		t.Fatal(err)
+	}
+	c := startProc(t, gxUser(t, memberC, "022", nil, "--lock", lock, "--poll", "1s", "--",
+		"/bin/sh", "-c", "[ -e "+ranB+" ] || touch "+cFirst))
+	testsupport.Await(t, long, "member C's waiter to queue and look at the queue", func() bool {
+		return strings.Contains(c.stderr(), "waiting for GPU lock")
+	})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, holder.wait(t), 0)
+	wantCode(t, b.wait(t), 0)
+	wantCode(t, c.wait(t), 0)
+	if lockExists(cFirst) {
+		t.Errorf("member C's job ran before member B's, who queued first and waited all along; B said:\n%s", b.stderr())
+	}
+}
+
+// The default folder <temp dir>/gpuexec that an older gpuexec made (f91db50
+// made it 0755, in its first user's primary group) stays on disk after the
+// upgrade. A user who shares that primary group (a site's "users" group)
+// must still not be able to open its lock files: holding the guard defers
+// every job of the owner ("held by another job" while status says free).
+// (Only a folder gpuexec makes now is 0700; in one that is there, every
+// file is 0640 in the folder's group, which the other user is in.)
+func TestDefaultFolderOfAnOlderVersionIsPrivateToItsUser(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	cmd := gxUser(t, memberA, "022", nil, "--", "true")
+	var tmp string
+	for _, e := range cmd.Env {
+		if v, ok := strings.CutPrefix(e, "TMPDIR="); ok {
+			tmp = v
+		}
+	}
+	old := filepath.Join(tmp, "gpuexec")
+	if err := os.Mkdir(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(old, int(memberA.uid), int(memberA.gid)); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, startProc(t, cmd).wait(t), 0)
+	guard := filepath.Join(old, "gpu.lock.guard")
+	if !lockExists(guard) {
+		t.Fatalf("no guard at %s", guard)
+	}
+	if ok, out := flockAs(t, outsiderOfA, guard); ok || !strings.Contains(out, "Permission denied") {
+		fi, _ := os.Stat(guard)
+		t.Errorf("uid %d, who shares uid %d's primary group, could lock the guard of its default folder made by an older gpuexec (%v): %v %s",
+			outsiderOfA.uid, memberA.uid, fi.Mode(), ok, out)
+	}
+}
