@@ -157,3 +157,102 @@ func TestDefaultFolderOfAnOlderVersionIsPrivateToItsUser(t *testing.T) {
 			outsiderOfA.uid, memberA.uid, fi.Mode(), ok, out)
 	}
 }
+
+// A member must not be able to uncount a real sharer so that one sharer
+// too many fits (docs/guarantees.md promises it for a sharer whose job
+// takes root or whose sidecar gets a second name). In a group folder,
+// which is not sticky, any member may remove another member's live
+// sidecar: here member C runs `rm` on member B's, and then its own third
+// 10 GiB sharer is let in beside A's and B's on a 24 GiB card (30 GiB of
+// budgets; status shows one sharer of 10 GiB while two run). Budgets are
+// counted from the sidecars found by name, and nothing notices that a live
+// sharer's is gone (its kernel lock is on a file with no name left).
+func TestRemovedSidecarOfALiveSharerStillCounts(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(0))
+	env := fakeSMI(t, c)
+	share := []string{"--lock", lock, "--share", "--vram", "10G", "--wait", "0", "--"}
+	a := startProc(t, gxUser(t, memberA, "022", env, append(share, holdJob(filepath.Join(jobs, "a"))...)...))
+	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
+	sidecarsOfA, _ := filepath.Glob(lock + ".share-*")
+	b := startProc(t, gxUser(t, memberB, "022", env, append(share, holdJob(filepath.Join(jobs, "b"))...)...))
+	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+	all, _ := filepath.Glob(lock + ".share-*")
+	if len(sidecarsOfA) != 1 || len(all) != 2 {
+		t.Fatalf("sidecars: %v, then %v", sidecarsOfA, all)
+	}
+	sidecarOfB := all[0]
+	if sidecarOfB == sidecarsOfA[0] {
+		sidecarOfB = all[1]
+	}
+	rm := exec.Command("/bin/rm", "-f", sidecarOfB)
+	rm.SysProcAttr = memberC.credential()
+	if out, err := rm.CombinedOutput(); err != nil {
+		t.Fatalf("member C removing member B's sidecar: %v %s", err, out)
+	}
+	r := startProc(t, gxUser(t, memberC, "022", env, append(share, "true")...)).wait(t)
+	wantCode(t, r, 75)
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	wantCode(t, a.wait(t), 143)
+	wantCode(t, b.wait(t), 143)
+}
+
+// What is written in a shared record's liveness file (0660: every member
+// may write it) is "never read for a job group" (docs/guarantees.md), yet
+// once the record is gone the file is judged as a forced-clear holder's,
+// note and all. Here member C holds a shared kernel lock on it (as a
+// member may: it keeps the lock held only while C's process runs) and
+// writes into it the group of root's long-running job; member A's sharer
+// then leaves, which removes the record but not the file C holds; C's
+// process ends. Nothing of C's runs and nothing of A's, yet member B's
+// job waits for as long as root's job runs.
+func TestNoteInASharedLivenessFileOutlivingItsRecordKeepsNothingHeld(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(0))
+	env := fakeSMI(t, c)
+	job := exec.Command("/bin/sleep", "300")
+	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
+	start, ok := gproc.Start(job.Process.Pid)
+	if !ok {
+		t.Fatal("cannot read root's job's start time")
+	}
+
+	a := startProc(t, gxUser(t, memberA, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "a"))...)...))
+	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
+	lives, _ := filepath.Glob(lock + ".live-*")
+	if len(lives) != 1 {
+		t.Fatalf("liveness files: %v", lives)
+	}
+	held := filepath.Join(jobs, "c-holds")
+	hold := exec.Command("flock", "-s", lives[0], "/bin/sh", "-c", fmt.Sprintf("printf '%d %d' > %s && touch %s && exec sleep 300", job.Process.Pid, start, lives[0], held))
+	hold.SysProcAttr = memberC.credential()
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Process.Kill(); hold.Wait() })
+	testsupport.Await(t, long, "member C to hold the liveness file and write its note", func() bool { return lockExists(held) })
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	wantCode(t, a.wait(t), 143)
+	if lockExists(lock) || !lockExists(lives[0]) {
+		t.Fatalf("after member A's sharer left: record there %v, liveness file there %v", lockExists(lock), lockExists(lives[0]))
+	}
+	for _, p := range append(childrenOf(hold.Process.Pid), hold.Process.Pid) {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	hold.Wait()
+	r := startProc(t, gxUser(t, memberB, "022", env, "--lock", lock, "--poll", "1s", "--wait", "3s", "--", "true")).wait(t)
+	wantCode(t, r, 0)
+}
