@@ -100,10 +100,18 @@ func TestLiveWaiterWhoseTicketIsDatedAheadKeepsItsPlace(t *testing.T) {
 	testsupport.Await(t, long, "member A's holder to start its job", func() bool { return lockExists(ready) })
 
 	tickets := func() []string { m, _ := filepath.Glob(lock + ".ticket-*"); return m }
-	b := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--", "touch", ranB))
-	testsupport.Await(t, long, "member B's waiter to queue", func() bool { return len(tickets()) == 1 })
+	b := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--heartbeat", "1m", "--", "touch", ranB))
+	testsupport.Await(t, long, "member B's waiter to queue and write its ticket", func() bool {
+		m := tickets()
+		if len(m) != 1 {
+			return false
+		}
+		fi, err := os.Stat(m[0])
+		return err == nil && fi.Size() > 0 && strings.Contains(b.stderr(), "waiting for GPU lock")
+	})
+	ticketOfB := tickets()[0]
 	ahead := time.Now().Add(time.Minute)
-	if err := os.Chtimes(tickets()[0], ahead, ahead); err != nil {
+	if err := os.Chtimes(ticketOfB, ahead, ahead); err != nil {
 		t.Fatal(err)
 	}
 	c := startProc(t, gxUser(t, memberC, "022", nil, "--lock", lock, "--poll", "1s", "--",
@@ -111,6 +119,10 @@ func TestLiveWaiterWhoseTicketIsDatedAheadKeepsItsPlace(t *testing.T) {
 	testsupport.Await(t, long, "member C's waiter to queue and look at the queue", func() bool {
 		return strings.Contains(c.stderr(), "waiting for GPU lock")
 	})
+	// C has looked at the queue under the guard before it says it waits.
+	if !lockExists(ticketOfB) {
+		t.Errorf("member C's waiter removed member B's live ticket %s", filepath.Base(ticketOfB))
+	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
