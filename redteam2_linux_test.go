@@ -268,3 +268,47 @@ func TestNoteInASharedLivenessFileOutlivingItsRecordKeepsNothingHeld(t *testing.
 	r := startProc(t, gxUser(t, memberB, "022", env, "--lock", lock, "--poll", "1s", "--wait", "3s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
 }
+
+// In a sticky folder every user may write (the lock directly in /tmp), a
+// shared record's liveness file is 0644 like every file there, so a sharer
+// of another user joins it read-only, and its last close is no
+// IN_CLOSE_WRITE: when it is SIGKILLed after the record's first sharer
+// has left, the whole-card job behind waits for its next --poll (here:
+// gives up after --wait 20s, 75), as item 10 of issue 24 found for group
+// folders, where the file is now 0660 for this reason.
+func TestKilledSharerOfAnotherUserInAStickyFolderWakesTheWholeCardWaiter(t *testing.T) {
+	t.Parallel()
+	needRootAndFlock(t)
+	dir := openDir(t)
+	lock := filepath.Join(dir, "gpu.lock")
+	jobs := openDir(t)
+	c := newCard(t, rtx4090(500))
+	env := fakeSMI(t, c)
+	a := startProc(t, gxUser(t, memberA, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "a"))...)...))
+	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
+	b := startProc(t, gxUser(t, memberB, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
+	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
+	// The whole-card waiter looks again only every 10 minutes: only the
+	// kernel's word wakes it within the test.
+	w := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "10m", "--report", "500ms", "--wait", "20s", "--", "true"))
+	testsupport.Await(t, long, "the whole-card job to queue", func() bool { return queueLen(t, lock) == 1 })
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, a.wait(t), 143)
+	// Whatever A's leaving woke the waiter for has been looked at once
+	// it has said where it stands twice more.
+	n := strings.Count(w.stderr(), "waiting for GPU lock")
+	testsupport.Await(t, long, "the waiter to look again", func() bool { return strings.Count(w.stderr(), "waiting for GPU lock") >= n+2 })
+	if w.exited() {
+		t.Fatalf("the whole-card job ended beside member B's sharer:\n%s", w.stderr())
+	}
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	b.wait(t)
+	killed := time.Now()
+	r := w.wait(t)
+	t.Logf("after %s:\n%s", time.Since(killed), r.stderr)
+	wantCode(t, r, 0)
+}
