@@ -14,9 +14,10 @@ import (
 
 // Files gpuexec creates follow the folder, whatever the umask: in a group
 // folder (setgid) 0660, a holder's liveness file 0640 (only its owner
-// writes its noted job group), in a private one 0640 where the folder's
-// group may read it and 0600 where not, in a sticky folder every user may
-// write 0644, so that anyone may probe them. Nobody outside the folder's
+// writes its noted job group), in a private one 0600 whatever its group
+// may do (an older gpuexec made the default folder 0755 in its creator's
+// primary group), in a sticky folder every user may write 0644, so that
+// anyone may probe them. Nobody outside the folder's
 // group may open them. Not parallel: the umask is the process's.
 func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	old := syscall.Umask(0o077)
@@ -27,8 +28,8 @@ func TestCreatedFilesFollowTheFolder(t *testing.T) {
 	}{
 		{os.ModeSetgid | 0o775, 0o660, 0o640},
 		{os.ModeSetgid | 0o770, 0o660, 0o640},
-		{0o755, 0o640, 0o640},
-		{0o750, 0o640, 0o640},
+		{0o755, 0o600, 0o600},
+		{0o750, 0o600, 0o600},
 		{0o711, 0o600, 0o600},
 		{0o700, 0o600, 0o600},
 		{os.ModeSticky | 0o777, 0o644, 0o644},

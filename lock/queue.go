@@ -304,31 +304,51 @@ func (t *ticket) drop() {
 	os.Remove(t.path)
 }
 
-// ticketAlive reports whether a waiter holds the ticket's kernel lock. A
-// ticket that is there but cannot be opened (EACCES: another user's mode;
-// EMFILE, ENFILE: no descriptor left) cannot be told: it is taken to be
-// alive, and goes when its mtime is older than Options.Stale or more than
-// writeGrace in the future (see ahead and outlived). Only a ticket that is gone, or is no regular file, is not.
+// ticketAlive reports whether a waiter holds the ticket's kernel lock, or
+// may: a ticket that is there but cannot be opened cannot be told, and is
+// taken to be alive (see ticketState).
 func ticketAlive(path string) bool {
+	return ticketState(path) != ticketDead
+}
+
+// What a probe of a ticket's kernel lock tells.
+const (
+	ticketDead     = iota // gone, no regular file, or its lock is free
+	ticketHeld            // a waiter holds its lock
+	ticketUnopened        // there, but it cannot be opened (EACCES: another user's mode; EMFILE, ENFILE: no descriptor left)
+)
+
+// ticketState probes the ticket at path. An unopened ticket says nothing
+// of its waiter: ahead lets it go by its mtime alone (see outlived), where
+// a held one goes only when its waiter has not touched it for longer than
+// Options.Stale (a stopped waiter); a clock stepped back leaves held
+// tickets' mtimes in the future, and their waiters keep their places.
+func ticketState(path string) int {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, osfile.ErrNotRegular)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, osfile.ErrNotRegular) {
+			return ticketDead
+		}
+		return ticketUnopened
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)
 	if err != nil {
-		return true
+		return ticketUnopened
 	}
 	if ok {
 		osfile.Unlock(f)
+		return ticketDead
 	}
-	return !ok
+	return ticketHeld
 }
 
 // ahead counts the live tickets before seq (all of them for seq 0) that
 // compete with q. The first ones, up to the first live rival, are checked,
 // and pruned if their waiter is gone or has not shown life for longer than
-// stale (or its mtime is far in the future: see outlived); the rivals behind a live one are counted as they are: nobody
+// stale (one that cannot be opened also when its mtime is far in the
+// future: see ticketState); the rivals behind a live one are counted as
+// they are: nobody
 // behind it is served before it, and each is checked when it comes first.
 // That keeps the work under the guard the same for any length of queue.
 // Call with the guard held.
@@ -352,7 +372,9 @@ func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
 		if err != nil || !fi.Mode().IsRegular() {
 			continue // gone, or no ticket of anyone's: not touched
 		}
-		if !ticketAlive(t.path) || outlived(time.Since(fi.ModTime()), stale) {
+		age := time.Since(fi.ModTime())
+		state := ticketState(t.path)
+		if state == ticketDead || state == ticketHeld && age > stale || state == ticketUnopened && outlived(age, stale) {
 			os.Remove(t.path)
 			delete(q.rivals, t.seq)
 			continue

@@ -157,7 +157,9 @@ type Rule struct {
 //     outside it (anyone may create the lock there), and every file is
 //     0644, in its creator's group: any user may probe any file's kernel
 //     lock, so a dead waiter's or holder's file is told from a live one's
-//     whoever made it;
+//     whoever made it; a shared record's liveness file (Joined) 0666, so
+//     that sharers of every user join it for writing (its last close is
+//     then one a waiter's watch reports); what it holds is never read;
 //   - a folder every user may write, not sticky (0777, 2777): refused
 //     (ErrOpenToAll), anyone could remove or replace the lock's files;
 //   - a folder its group may write (a group folder, 2775): the guard, the
@@ -168,8 +170,10 @@ type Rule struct {
 //     in its creator's primary group, which other members may not be in
 //     and outsiders may, and the folder is refused (ErrNotSetgid);
 //   - any other folder (only its owner may write it: the default
-//     <tmp>/gpuexec, made 0700): 0640 in the folder's group where the
-//     folder lets its group read it, else 0600.
+//     <tmp>/gpuexec, made 0700): 0600, whatever the folder lets its group
+//     do: its group may be everybody's (a folder an older gpuexec made
+//     0755 in its creator's primary group, "users"), and a file its
+//     members could open they could lock.
 func FolderRule(dir string) (Rule, error) {
 	if r, ok := folderRules.Load(dir); ok {
 		return r.(Rule), nil
@@ -186,15 +190,13 @@ func FolderRule(dir string) (Rule, error) {
 	var r Rule
 	switch {
 	case m&0o002 != 0 && m&os.ModeSticky != 0:
-		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o644, Locked: 0o644, Sidecar: 0o644, Joined: 0o644}, GID: -1}
+		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o644, Locked: 0o644, Sidecar: 0o644, Joined: 0o666}, GID: -1}
 	case m&0o002 != 0:
 		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrOpenToAll}
 	case m&0o020 != 0 && m&os.ModeSetgid == 0:
 		return Rule{}, &fs.PathError{Op: "use", Path: dir, Err: ErrNotSetgid}
 	case m&0o020 != 0:
 		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o660, Locked: 0o640, Sidecar: 0o640, Joined: 0o660}, GID: int(st.Gid), setgid: true}
-	case m&0o040 != 0:
-		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o640, Locked: 0o640, Sidecar: 0o640, Joined: 0o640}, GID: int(st.Gid)}
 	default:
 		r = Rule{Perm: [kinds]fs.FileMode{Shared: 0o600, Locked: 0o600, Sidecar: 0o600, Joined: 0o600}, GID: int(st.Gid)}
 	}
