@@ -136,7 +136,7 @@ func probeLive(lockPath, token string) (held, known bool, group jobGroup) {
 // probeLiveFile is probeLive for the liveness file at path; group is what
 // its holder noted, held or not (see liveNote).
 func probeLiveFile(path string) (held, known bool, group jobGroup) {
-	n := probeLiveNote(path)
+	n := probeLiveNote(path, false)
 	return n.held, n.known, n.group
 }
 
@@ -156,9 +156,9 @@ type liveNote struct {
 	mtime time.Time
 }
 
-// probeLiveNote is probeLiveFile with the note's owner told, for a file
-// whose lock is free.
-func probeLiveNote(path string) liveNote {
+// probeLiveNote is probeLiveFile, with, when withOwner, the note's owner
+// told for a file whose lock is free (which may read all of /proc).
+func probeLiveNote(path string, withOwner bool) liveNote {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return liveNote{}
@@ -193,7 +193,7 @@ func probeLiveNote(path string) liveNote {
 		}
 		if ok {
 			osfile.Unlock(f)
-			if note.group.id > 0 {
+			if withOwner && note.group.id > 0 {
 				note.refused = ownersWord(f, note.group.id)
 			}
 			return note

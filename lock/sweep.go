@@ -90,7 +90,7 @@ func sweepAll(lockPath string, stale time.Duration, remove, force bool) (busy *S
 		path := filepath.Join(dir, name)
 		switch {
 		case strings.HasPrefix(rest, liveSuffix) && validToken(rest[len(liveSuffix):]):
-			n := probeLiveNote(path)
+			n := probeLiveNote(path, true)
 			g := n.group
 			switch {
 			case n.known && n.held:
