@@ -643,6 +643,10 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info}).Named("lock")
 	st, err := b.Clear(o, c.Bool("force"))
 	switch {
+	case errors.Is(err, lock.ErrHeld) && c.Bool("force"):
+		// Only a job whose record was removed while it runs is left
+		// after a forced clear: no file of a live job is removed.
+		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", st.Describe()), 1)
 	case errors.Is(err, lock.ErrHeld):
 		return cli.Exit(fmt.Sprintf("not cleared: %s; use --force to remove a live holder's lock", st.Describe()), 1)
 	case err != nil:

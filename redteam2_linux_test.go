@@ -62,12 +62,33 @@ func TestFileNamingAnotherUsersJobKeepsNothingHeld(t *testing.T) {
 				t.Fatal("cannot read root's job's start time")
 			}
 			planted := lock + tt.file
-			plant := exec.Command("/bin/sh", "-c", fmt.Sprintf("umask 027; printf '%%s' '%s' > %s", tt.content(job.Process.Pid, start), planted))
-			plant.SysProcAttr = memberA.credential()
-			if out, err := plant.CombinedOutput(); err != nil {
-				t.Fatalf("member A planting %s: %v %s", filepath.Base(planted), err, out)
+			plantIt := func() {
+				t.Helper()
+				plant := exec.Command("/bin/sh", "-c", fmt.Sprintf("umask 027; printf '%%s' '%s' > %s", tt.content(job.Process.Pid, start), planted))
+				plant.SysProcAttr = memberA.credential()
+				if out, err := plant.CombinedOutput(); err != nil {
+					t.Fatalf("member A planting %s: %v %s", filepath.Base(planted), err, out)
+				}
 			}
-			r := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--wait", "3s", "--", "true")).wait(t)
+			plantIt()
+			// What a real job's file would keep held after its gpuexec
+			// is SIGKILLed is held only while the file is fresh (its
+			// holder touched it at each heartbeat): --stale after its
+			// last change, as a member could anyway with a record
+			// naming a live pid. A short --stale shows the bound.
+			st := startProc(t, gxUser(t, memberB, "022", nil, "status", "--lock", lock)).wait(t)
+			if strings.Contains(st.stdout+st.stderr, "is locked") {
+				t.Errorf("status says a file nobody holds is locked:\n%s%s", st.stdout, st.stderr)
+			}
+			r := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--stale", "2s", "--heartbeat", "500ms", "--poll", "1s", "--wait", "10s", "--", "true")).wait(t)
+			wantCode(t, r, 0)
+			// And clear --force frees it at once.
+			plantIt()
+			wantCode(t, startProc(t, gxUser(t, memberB, "022", nil, "clear", "--force", "--lock", lock)).wait(t), 0)
+			if lockExists(planted) {
+				t.Errorf("clear --force left %s", filepath.Base(planted))
+			}
+			r = startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--poll", "1s", "--wait", "3s", "--", "true")).wait(t)
 			wantCode(t, r, 0)
 		})
 	}

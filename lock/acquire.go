@@ -832,7 +832,7 @@ func settle(o Options, path string) (*Status, error) {
 			return nil, err
 		}
 		if st.State == StateFree {
-			if busy := sweep(path); busy != nil {
+			if busy := sweep(path, o.Stale); busy != nil {
 				return busy, nil
 			}
 			return st, nil
@@ -939,7 +939,7 @@ func inspectOne(path string, stale time.Duration) (*Status, error) {
 	}
 	if st.State != StateFree {
 		judgeLock(st, stale, false)
-	} else if busy := findOrphan(path); busy != nil {
+	} else if busy := findOrphan(path, stale); busy != nil {
 		st = busy
 	}
 	return st, nil
@@ -959,7 +959,17 @@ func clearOne(o Options, force bool) (*Status, error) {
 		return nil, err
 	}
 	if st.State == StateFree {
-		if busy := findOrphan(o.Path); busy != nil {
+		var busy *Status
+		if force {
+			var cleared []*Status
+			busy, cleared = clearLeftovers(o.Path, o.Stale)
+			for _, c := range cleared {
+				o.Logger.Warn("cleared a file that kept the free GPU lock held", "path", o.Path, "file", filepath.Base(c.orphan), "reason", c.Reason)
+			}
+		} else {
+			busy = findOrphan(o.Path, o.Stale)
+		}
+		if busy != nil {
 			return busy, fmt.Errorf("%w: %s; nothing to clear: the lock is free once that job ends", ErrHeld, busy.Holder())
 		}
 		return st, nil

@@ -254,8 +254,35 @@ func (h *fileLock) touch() error {
 		if err := h.isOurs(st); err != nil {
 			return err
 		}
-		return osfile.Touch(f, time.Now())
+		now := time.Now()
+		if err := osfile.Touch(f, now); err != nil {
+			return err
+		}
+		h.touchOwn(now)
+		return nil
 	})
+}
+
+// touchOwn sets the mtime of the files that this holder alone writes, its
+// liveness file (not a shared record's, which is everyone's) and its
+// sidecar, to now at each heartbeat: once their kernel lock is free, a
+// note in them that is not their owner's word keeps the lock held only
+// while they are fresh (see sweep, readSharer), so their mtime must say
+// when their holder was last alive. A failure is only logged: the record's
+// heartbeat is what the lock lives by.
+func (h *fileLock) touchOwn(now time.Time) {
+	var files []*os.File
+	if h.live != nil && !h.live.shared {
+		files = append(files, h.live.f)
+	}
+	if h.share != nil {
+		files = append(files, h.share.f)
+	}
+	for _, f := range files {
+		if err := osfile.Touch(f, now); err != nil {
+			h.o.Logger.Debug("could not touch a liveness file or sidecar", "path", h.o.Path, "error", err)
+		}
+	}
 }
 
 // recordChild writes the process group of the job run under the lock into

@@ -116,7 +116,9 @@ func withinTolerance(a, b int64) bool {
 //     the group's start is known (an older gpuexec's record, without it,
 //     only while its heartbeat is fresh); or, for a shared record, a
 //     sharer is listed (its sidecar's lock is held, or its job still
-//     runs; a sidecar that cannot be opened is no evidence: see keepers);
+//     runs, and, when that group is not its file owner's, only while the
+//     sidecar is fresh: see readSharer; a sidecar that cannot be opened is
+//     no evidence: see keepers);
 //   - otherwise it is stale; a holder that is not gone is held.
 func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 	s.HeartbeatAge = now.Sub(s.ModTime)

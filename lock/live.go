@@ -134,22 +134,52 @@ func probeLive(lockPath, token string) (held, known bool, group jobGroup) {
 }
 
 // probeLiveFile is probeLive for the liveness file at path; group is what
-// its holder noted, held or not.
+// its holder noted, held or not (see liveNote).
 func probeLiveFile(path string) (held, known bool, group jobGroup) {
+	n := probeLiveNote(path, false)
+	return n.held, n.known, n.group
+}
+
+// liveNote is what a probe of a liveness file tells.
+type liveNote struct {
+	held, known bool
+	// group is the job's process group noted in the file; never read
+	// from one that others than its owner may write (a shared record's:
+	// see osfile.Joined), which is nobody's word.
+	group jobGroup
+	// refused, for a file whose lock is free, says why group is not
+	// taken for its owner's job (see ownersWord), "" when it is: such a
+	// note keeps a lock held only while the file's mtime is fresh.
+	refused string
+	// mtime is the file's: its holder's last heartbeat (see
+	// fileLock.touch) or note.
+	mtime time.Time
+}
+
+// probeLiveNote is probeLiveFile, with, when withOwner, the note's owner
+// told for a file whose lock is free (which may read all of /proc).
+func probeLiveNote(path string, withOwner bool) liveNote {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return false, false, jobGroup{}
+		return liveNote{}
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)
 	if err != nil {
-		return false, false, jobGroup{}
+		return liveNote{}
 	}
 	var b [maxNote]byte
 	n, _ := f.ReadAt(b[:], 0)
-	group = parseNote(b[:n])
+	note := liveNote{known: true, group: parseNote(b[:n])}
+	if fi, err := f.Stat(); err == nil {
+		note.mtime = fi.ModTime()
+		if othersMayWrite(fi) {
+			note.group = jobGroup{}
+		}
+	}
 	if !ok {
-		return true, true, group // held exclusively: a holder
+		note.held = true // held exclusively: a holder
+		return note
 	}
 	osfile.Unlock(f)
 	// Free of exclusive holders: held in shared mode by sharers (see
@@ -159,14 +189,18 @@ func probeLiveFile(path string) (held, known bool, group jobGroup) {
 	for try := 0; ; try++ {
 		ok, err = osfile.TryLock(f)
 		if err != nil {
-			return false, false, jobGroup{}
+			return liveNote{}
 		}
 		if ok {
 			osfile.Unlock(f)
-			return false, true, group
+			if withOwner && note.group.id > 0 {
+				note.refused = ownersWord(f, note.group.id)
+			}
+			return note
 		}
 		if try == sharedProbeTries {
-			return true, true, group
+			note.held = true
+			return note
 		}
 		time.Sleep(sharedProbePause)
 	}

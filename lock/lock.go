@@ -448,6 +448,10 @@ type Status struct {
 	// job's process group it noted.
 	orphan      string
 	orphanGroup int
+	// orphanRefused says why the note that keeps it held, in a file
+	// nobody holds, is not its file owner's word (see keptStatus): held
+	// only while that file is fresh, and clear --force removes it.
+	orphanRefused string
 	// keptBy are the process groups whose processes alone keep a lock
 	// held whose holder is gone (see judge): what a waiter looks at
 	// between tries.

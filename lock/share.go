@@ -93,6 +93,9 @@ type Sharer struct {
 	// unopened: a file at a sidecar's name that this user cannot open
 	// (see listSharers); it says nothing of whether a sharer lives.
 	unopened bool
+	// mtime is its sidecar's: its gpuexec's last heartbeat (see
+	// fileLock.touch) or write.
+	mtime time.Time
 }
 
 // Budget is the sum of the sharers' budgets; known is false when a
@@ -171,7 +174,7 @@ func listSharers(lockPath string, stale time.Duration, prune bool) []Sharer {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		s, live := readSharer(path)
+		s, live := readSharer(path, stale)
 		switch {
 		case live && s.Gone:
 			gone = append(gone, s)
@@ -207,8 +210,12 @@ func unreadable(path string) bool {
 // readSharer reads the sidecar at path: live when its kernel lock is held,
 // or (Gone) when it is free but the job's group it names still runs here;
 // a live one whose processes vouch does not take for its own says why in
-// Unattributed.
-func readSharer(path string) (Sharer, bool) {
+// Unattributed. A Gone one that vouch refuses (a member's plant naming
+// another user's job, or a real sharer whose job took root with sudo)
+// lives only while its sidecar is fresh: its gpuexec touched it at each
+// heartbeat, and nobody keeps a card held longer than stale after that
+// without running something.
+func readSharer(path string, stale time.Duration) (Sharer, bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
 		return Sharer{}, false
@@ -230,6 +237,9 @@ func readSharer(path string) (Sharer, bool) {
 		}
 		time.Sleep(time.Millisecond) // being written (read without the guard)
 	}
+	if fi, err := f.Stat(); err == nil {
+		s.mtime = fi.ModTime()
+	}
 	if !ok {
 		s.Unattributed = vouch(f, s)
 		return s, true
@@ -239,6 +249,9 @@ func readSharer(path string) (Sharer, bool) {
 	if s.ChildPGID > 0 && s.ChildStart > 0 && sameHost(s.Host) && proc.GroupAliveSince(s.ChildPGID, s.ChildStart) {
 		s.Gone = true
 		s.Unattributed = vouch(f, s)
+		if s.Unattributed != "" && outlived(time.Since(s.mtime), stale) {
+			return Sharer{}, false
+		}
 		return s, true
 	}
 	return Sharer{}, false

@@ -25,8 +25,9 @@ import (
 // sidecar still counts, its budget and the lock it keeps held, since a
 // real sharer's may be refused too (its job took uid 0 with sudo; someone
 // made a second name for its file): only the attribution goes, and its
-// job's memory then counts twice, in its budget and as others'. So a
-// sidecar's processes are refused when
+// job's memory then counts twice, in its budget and as others'; once its
+// kernel lock is free (Gone), it keeps the lock held only while its file
+// is fresh (see readSharer). So a sidecar's processes are refused when
 //   - its file has more than one name (a hard link to someone else's
 //     file, where fs.protected_hardlinks allows one), or others than its
 //     owner may write it;
@@ -44,27 +45,10 @@ import (
 // refusal needs evidence. What a member can still do is name processes of
 // its own, as it could by running a sharer with a small budget.
 func vouch(f *os.File, s Sharer) string {
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
+	owner, why := writer(f)
+	if why != "" || owner <= 0 {
+		return why // root's (0) taken as they are; -1: not told
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !ok:
-		return ""
-	case st.Nlink != 1:
-		// A second name for some other file (gpuexec makes each sidecar
-		// anew, with one name): its owner says nothing of who wrote it.
-		return fmt.Sprintf("its file has %d links", st.Nlink)
-	case fi.Mode().Perm()&0o022 != 0:
-		// gpuexec makes sidecars writable by their owner alone
-		// (osfile.Sidecar): one that others may write says nothing of
-		// who wrote it either.
-		return fmt.Sprintf("its file may be written by others than its owner (%s)", fi.Mode().Perm())
-	case st.Uid == 0:
-		return ""
-	}
-	owner := int(st.Uid)
 	if !sameHost(s.Host) {
 		return "" // names no process here (see Sharer.Host)
 	}
@@ -76,8 +60,8 @@ func vouch(f *os.File, s Sharer) string {
 	if s.ChildPGID <= 0 {
 		return ""
 	}
-	if uid, ok := proc.GroupUID(s.ChildPGID); ok && uid != owner {
-		return fmt.Sprintf("its file is uid %d's but names process group %d, which runs as uid %d", owner, s.ChildPGID, uid)
+	if why := groupOf(owner, s.ChildPGID); why != "" {
+		return why
 	}
 	if s.Gone || s.PID <= 0 || s.PIDStart <= 0 || s.ChildStart <= 0 {
 		return ""
@@ -92,4 +76,56 @@ func vouch(f *os.File, s Sharer) string {
 		return fmt.Sprintf("it names process group %d, which its pid %d did not start (its leader's parent is pid %d)", s.ChildPGID, s.PID, parent)
 	}
 	return ""
+}
+
+// writer is the owner of the file open as f, whose content may be taken
+// for its owner's word (0: root's, taken as it is), or why not: a file
+// with more than one name (a hard link to someone else's file, where
+// fs.protected_hardlinks allows one: gpuexec makes each of its files anew,
+// with one name), or one that others than its owner may write (see
+// othersMayWrite); or a file that cannot be told ("" and -1).
+func writer(f *os.File) (uid int, why string) {
+	fi, err := f.Stat()
+	if err != nil {
+		return -1, ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+		return -1, ""
+	case st.Nlink != 1:
+		return -1, fmt.Sprintf("its file has %d links", st.Nlink)
+	case othersMayWrite(fi):
+		return -1, fmt.Sprintf("its file may be written by others than its owner (%s)", fi.Mode().Perm())
+	}
+	return int(st.Uid), ""
+}
+
+// othersMayWrite reports whether others than its owner may write the file
+// fi describes (its group, or everyone): what it says is nobody's word.
+// gpuexec makes liveness files and sidecars writable by their owner alone,
+// except a shared record's liveness file (osfile.Joined), which every
+// sharer of the record joins for writing.
+func othersMayWrite(fi os.FileInfo) bool { return fi.Mode().Perm()&0o022 != 0 }
+
+// groupOf says why the process group pgid is not owner's (it runs as
+// another user: proc.GroupUID, its leader's real uid, else its members'),
+// "" when it is, or when that cannot be read (a refusal needs evidence).
+func groupOf(owner, pgid int) string {
+	if uid, ok := proc.GroupUID(pgid); ok && uid != owner {
+		return fmt.Sprintf("its file is uid %d's but names process group %d, which runs as uid %d", owner, pgid, uid)
+	}
+	return ""
+}
+
+// ownersWord says why the process group pgid that the file open as f
+// notes is not taken for its owner's job: the file is not its owner's word
+// (see writer), or the group runs as another user than the file's owner
+// (root's files are taken as they are). "" when it is.
+func ownersWord(f *os.File, pgid int) string {
+	owner, why := writer(f)
+	if why != "" || owner <= 0 || pgid <= 0 {
+		return why
+	}
+	return groupOf(owner, pgid)
 }

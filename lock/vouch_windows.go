@@ -9,3 +9,11 @@ import "os"
 // folder is its ACL's to say; a file's owner is not compared with the
 // processes a sidecar names here (see vouch_unix.go).
 func vouch(*os.File, Sharer) string { return "" }
+
+// ownersWord is "" on Windows: a file's owner is not compared with the
+// processes it names (see vouch).
+func ownersWord(*os.File, int) string { return "" }
+
+// othersMayWrite is false on Windows: who may write a file is its ACL's to
+// say, which os.FileMode does not show.
+func othersMayWrite(os.FileInfo) bool { return false }
