@@ -92,12 +92,15 @@ func TestKilledInTheJobsFirstMillisecondsKeepsTheLock(t *testing.T) {
 			// (its "job started" line comes just after): a kill before
 			// that, microseconds after the start, is the window the
 			// guarantees leave out, which a loaded machine hits.
+			// The leftover's pid is whole in $READY (the shell opens the
+			// file before it writes it) before the kill, which may take
+			// the shell with it.
 			waitFor(t, "the job's leftover to start", func() bool {
-				_, err := os.Stat(ready)
+				b, err := os.ReadFile(ready)
 				if p.exited() {
 					t.Fatalf("gpuexec exited: %d\n%s", p.cmd.ProcessState.ExitCode(), p.err)
 				}
-				return err == nil && strings.Contains(p.err.String(), "job started")
+				return err == nil && strings.HasSuffix(string(b), "\n") && strings.Contains(p.err.String(), "job started")
 			})
 			p.cmd.Process.Kill()
 			killed := time.Now()
