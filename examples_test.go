@@ -51,13 +51,22 @@ func needTool(t *testing.T, name string) string {
 func runExampleFlags(t *testing.T, flags []string) {
 	t.Helper()
 	args := append([]string(nil), flags...)
+	named := false
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "--lock":
 			_, args[i+1] = lockIn(t)
+			named = true
 		case "--log":
 			args[i+1] = filepath.Join(t.TempDir(), "logs", "gpuexec.log")
 		}
+	}
+	if !named {
+		// An example that names its lock elsewhere (systemd's
+		// Environment=GPUEXEC_LOCK=...) runs on one of the test's own,
+		// never on the machine's default lock.
+		_, lock := lockIn(t)
+		args = append([]string{"--lock", lock}, args...)
 	}
 	args = append(args, "--", helperBin, "0")
 	r := gx(t, []string{role("exit")}, args...)
