@@ -40,11 +40,7 @@ func TestFolderEveryUserMayWriteWithoutStickyIsRefused(t *testing.T) {
 			dir := sharedDir(t, tt.mode)
 			lock := filepath.Join(dir, "gpu.lock")
 			if tt.plant {
-				plant := exec.Command("/bin/sh", "-c", "umask 0; : > "+lock+".guard")
-				plant.SysProcAttr = stranger.credential()
-				if out, err := plant.CombinedOutput(); err != nil {
-					t.Fatalf("planting: %v %s", err, out)
-				}
+				stranger.run(t, "umask 0; : > "+lock+".guard")
 			}
 			before := lockFiles(t, lock)
 			r := startProc(t, gxUser(t, memberA, "022", nil, "--lock", lock, "--", "true")).wait(t)
@@ -151,11 +147,7 @@ func TestGroupNotedInASharedLivenessFileKeepsNothingHeld(t *testing.T) {
 	if !ok {
 		t.Fatal("cannot read the sleeper's start time")
 	}
-	note := exec.Command("/bin/sh", "-c", fmt.Sprintf("printf '%d %d' > %s", sleeper.Process.Pid, start, lives[0]))
-	note.SysProcAttr = memberC.credential()
-	if out, err := note.CombinedOutput(); err != nil {
-		t.Fatalf("member C writing the note: %v %s", err, out)
-	}
+	memberC.run(t, fmt.Sprintf("printf '%d %d' > %s", sleeper.Process.Pid, start, lives[0]))
 	r := startProc(t, gxUser(t, memberB, "022", env, "--lock", lock, "--poll", "1s", "--wait", "5s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
 }
@@ -190,11 +182,7 @@ func TestOldUnreadableFileAtASidecarsNameDoesNotKeepSharersOut(t *testing.T) {
 			if tt.touch != "" {
 				touch = " && " + tt.touch + planted
 			}
-			plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+planted+touch)
-			plant.SysProcAttr = memberA.credential()
-			if out, err := plant.CombinedOutput(); err != nil {
-				t.Fatalf("planting: %v %s", err, out)
-			}
+			memberA.run(t, "umask 777; : > "+planted+touch)
 			r := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--share", "--vram", "4G", "--poll", "1s", "--wait", "2s", "--", "true")).wait(t)
 			wantCode(t, r, tt.want)
 			b.cmd.Process.Signal(syscall.SIGTERM)

@@ -64,11 +64,7 @@ func TestFileNamingAnotherUsersJobKeepsNothingHeld(t *testing.T) {
 			planted := lock + tt.file
 			plantIt := func() {
 				t.Helper()
-				plant := exec.Command("/bin/sh", "-c", fmt.Sprintf("umask 027; printf '%%s' '%s' > %s", tt.content(job.Process.Pid, start), planted))
-				plant.SysProcAttr = memberA.credential()
-				if out, err := plant.CombinedOutput(); err != nil {
-					t.Fatalf("member A planting %s: %v %s", filepath.Base(planted), err, out)
-				}
+				memberA.run(t, fmt.Sprintf("umask 027; printf '%%s' '%s' > %s", tt.content(job.Process.Pid, start), planted))
 			}
 			plantIt()
 			// What a real job's file would keep held after its gpuexec
@@ -258,37 +254,7 @@ func TestNoteInASharedLivenessFileOutlivingItsRecordKeepsNothingHeld(t *testing.
 func TestKilledSharerOfAnotherUserInAStickyFolderWakesTheWholeCardWaiter(t *testing.T) {
 	t.Parallel()
 	needRootAndFlock(t)
-	dir := openDir(t)
-	lock := filepath.Join(dir, "gpu.lock")
-	jobs := openDir(t)
-	c := newCard(t, rtx4090(500))
-	env := fakeSMI(t, c)
-	a := startProc(t, gxUser(t, memberA, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "a"))...)...))
-	testsupport.Await(t, long, "member A's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "a")) })
-	b := startProc(t, gxUser(t, memberB, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
-	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
-	// The whole-card waiter looks again only every 10 minutes: only the
-	// kernel's word wakes it within the test.
-	w := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "10m", "--report", "500ms", "--wait", "20s", "--", "true"))
-	testsupport.Await(t, long, "the whole-card job to queue", func() bool { return queueLen(t, lock) == 1 })
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	wantCode(t, a.wait(t), 143)
-	// Whatever A's leaving woke the waiter for has been looked at once
-	// it has said where it stands twice more.
-	n := strings.Count(w.stderr(), "waiting for GPU lock")
-	testsupport.Await(t, long, "the waiter to look again", func() bool { return strings.Count(w.stderr(), "waiting for GPU lock") >= n+2 })
-	if w.exited() {
-		t.Fatalf("the whole-card job ended beside member B's sharer:\n%s", w.stderr())
-	}
-	if err := b.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	b.wait(t)
-	killed := time.Now()
-	r := w.wait(t)
-	t.Logf("after %s:\n%s", time.Since(killed), r.stderr)
+	r := killSharerBeforeAWholeCardWaiter(t, filepath.Join(openDir(t), "gpu.lock"), "20s")
 	wantCode(t, r, 125)
 	if !strings.Contains(r.stderr, "sticky: only a file's owner or root may remove it") {
 		t.Errorf("the waiter did not look at once and say the sticky folder keeps it from clearing the stale lock:\n%s", r.stderr)

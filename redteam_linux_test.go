@@ -7,7 +7,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -232,11 +231,7 @@ func TestUnreadableFileAtASidecarsNameDoesNotKeepADeadSharedLockHeld(t *testing.
 		return true
 	})
 
-	plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+lock+".share-0123456789abcdef")
-	plant.SysProcAttr = memberA.credential()
-	if out, err := plant.CombinedOutput(); err != nil {
-		t.Fatalf("planting: %v %s", err, out)
-	}
+	memberA.run(t, "umask 777; : > "+lock+".share-0123456789abcdef")
 	r := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "1s", "--wait", "5s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
 }
@@ -253,11 +248,7 @@ func TestUnreadableTicketFromTheFutureDoesNotStallTheQueue(t *testing.T) {
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	ticket := lock + ".ticket-00000000000000000001"
-	plant := exec.Command("/bin/sh", "-c", "umask 777; : > "+ticket+" && touch -d 2099-01-01 "+ticket)
-	plant.SysProcAttr = memberA.credential()
-	if out, err := plant.CombinedOutput(); err != nil {
-		t.Fatalf("planting: %v %s", err, out)
-	}
+	memberA.run(t, "umask 777; : > "+ticket+" && touch -d 2099-01-01 "+ticket)
 	r := startProc(t, gxUser(t, memberC, "022", nil, "--lock", lock, "--poll", "1s", "--heartbeat", "1s", "--stale", "2s", "--wait", "6s", "--", "true")).wait(t)
 	wantCode(t, r, 0)
 }

@@ -42,6 +42,17 @@ func (u localUser) credential() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
 }
 
+// run runs the shell line script as u (planting a file, writing into one)
+// and fails t if it fails.
+func (u localUser) run(t *testing.T, script string) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.SysProcAttr = u.credential()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as uid %d: %s: %v %s", u.uid, script, err, out)
+	}
+}
+
 func needRootAndFlock(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -212,11 +223,7 @@ func TestLooseGuardOfAnOlderVersion(t *testing.T) {
 	dir := sharedDir(t, os.ModeSetgid|0o775)
 	lock := filepath.Join(dir, "gpu.lock")
 	guard := lock + ".guard"
-	cmd := exec.Command("/bin/sh", "-c", "umask 0; : > "+guard+" && chmod 0664 "+guard)
-	cmd.SysProcAttr = memberA.credential()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	memberA.run(t, "umask 0; : > "+guard+" && chmod 0664 "+guard)
 	r := startProc(t, gxUser(t, memberB, "022", nil, "--lock", lock, "--wait", "5s", "--", "true")).wait(t)
 	wantCode(t, r, 125)
 	if l := lines(r.stderr); len(l) != 1 || !strings.Contains(r.stderr, guard) || !strings.Contains(r.stderr, "chmod o-rwx") {
@@ -311,7 +318,17 @@ func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 	t.Parallel()
 	needRootAndFlock(t)
 	dir := sharedDir(t, os.ModeSetgid|0o775)
-	lock := filepath.Join(dir, "gpu.lock")
+	r := killSharerBeforeAWholeCardWaiter(t, filepath.Join(dir, "gpu.lock"), "5m")
+	wantCode(t, r, 0)
+}
+
+// killSharerBeforeAWholeCardWaiter runs two sharers of members A and B on
+// lock, queues member C's whole-card job behind them (--poll 10m: only
+// the kernel's word wakes it within the test, --wait wait), lets A leave,
+// checks that C still waits, SIGKILLs B's gpuexec and returns how C's job
+// ended.
+func killSharerBeforeAWholeCardWaiter(t *testing.T, lock, wait string) result {
+	t.Helper()
 	jobs := openDir(t)
 	c := newCard(t, rtx4090(500))
 	env := fakeSMI(t, c)
@@ -321,7 +338,7 @@ func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
 	// The whole-card waiter looks again only every 10 minutes: only the
 	// kernel's word wakes it within the test.
-	w := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "10m", "--report", "500ms", "--wait", "5m", "--", "true"))
+	w := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "10m", "--report", "500ms", "--wait", wait, "--", "true"))
 	testsupport.Await(t, long, "the whole-card job to queue", func() bool { return queueLen(t, lock) == 1 })
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -341,7 +358,7 @@ func TestKilledSharerOfAnotherUserWakesTheWholeCardWaiter(t *testing.T) {
 	killed := time.Now()
 	r := w.wait(t)
 	t.Logf("after %s:\n%s", time.Since(killed), r.stderr)
-	wantCode(t, r, 0)
+	return r
 }
 
 // clear and status, run by a user who may not read the sharers' sidecars
