@@ -128,7 +128,7 @@ func writeSharers(b *strings.Builder, s *Status) {
 	}
 	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", fmtMiB(used), len(s.Sharers))
 	for _, sh := range s.Sharers {
-		if sh.PID == 0 && sh.MiB < 0 {
+		if sh.unopened {
 			b.WriteString("\n    a sharer whose sidecar this user may not read: budget unknown")
 			continue
 		}

@@ -174,13 +174,13 @@ func listSharers(lockPath string, stale time.Duration, prune bool) []Sharer {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		s, live := readSharer(path, stale)
+		s, live, unopened := readSharer(path, stale)
 		switch {
 		case live && s.Gone:
 			gone = append(gone, s)
 		case live:
 			sharers = append(sharers, s)
-		case unreadable(path):
+		case unopened:
 			// There, but not this user's to open (another user's
 			// mode; EMFILE): a sharer that cannot be told, whose
 			// budget is unknown (nothing more may join), while its
@@ -197,38 +197,29 @@ func listSharers(lockPath string, stale time.Duration, prune bool) []Sharer {
 	return append(sharers, gone...)
 }
 
-// unreadable reports whether the file at path is there but cannot be
-// opened (EACCES, EMFILE, ENFILE): never taken for a dead one's.
-func unreadable(path string) bool {
-	f, err := osfile.OpenRegular(path, false)
-	if err == nil {
-		f.Close()
-	}
-	return err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, osfile.ErrNotRegular)
-}
-
 // readSharer reads the sidecar at path: live when its kernel lock is held,
 // or (Gone) when it is free but the job's group it names still runs here;
+// unopened when it is there but cannot be opened (EACCES, EMFILE, ENFILE:
+// never taken for a dead one's);
 // a live one whose processes vouch does not take for its own says why in
 // Unattributed. A Gone one that vouch refuses (a member's plant naming
 // another user's job, or a real sharer whose job took root with sudo)
 // lives only while its sidecar is fresh: its gpuexec touched it at each
 // heartbeat, and nobody keeps a card held longer than stale after that
 // without running something.
-func readSharer(path string, stale time.Duration) (Sharer, bool) {
+func readSharer(path string, stale time.Duration) (s Sharer, live, unopened bool) {
 	f, err := osfile.OpenRegular(path, false)
 	if err != nil {
-		return Sharer{}, false
+		return Sharer{}, false, !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, osfile.ErrNotRegular)
 	}
 	defer f.Close()
 	ok, err := osfile.TryLockShared(f)
 	if err != nil {
-		return Sharer{}, false
+		return Sharer{}, false, false
 	}
 	if ok {
 		osfile.Unlock(f)
 	}
-	var s Sharer
 	for range 3 {
 		b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, maxShareSize+1), maxShareSize+1))
 		var good bool
@@ -242,7 +233,7 @@ func readSharer(path string, stale time.Duration) (Sharer, bool) {
 	}
 	if !ok {
 		s.Unattributed = vouch(f, s)
-		return s, true
+		return s, true, false
 	}
 	// Its gpuexec is gone: the sharer lives on while its job does. Only
 	// a group whose start is known counts (see Info.ChildStart).
@@ -250,11 +241,11 @@ func readSharer(path string, stale time.Duration) (Sharer, bool) {
 		s.Gone = true
 		s.Unattributed = vouch(f, s)
 		if s.Unattributed != "" && outlived(time.Since(s.mtime), stale) {
-			return Sharer{}, false
+			return Sharer{}, false, false
 		}
-		return s, true
+		return s, true, false
 	}
-	return Sharer{}, false
+	return Sharer{}, false, false
 }
 
 // sharersLeft says, for a reason, which sharers keep a shared lock whose

@@ -55,8 +55,7 @@ func findOrphan(lockPath string, stale time.Duration) *Status {
 // still keeps it held (a job whose record was removed), and what it
 // removed, for the log.
 func clearLeftovers(lockPath string, stale time.Duration) (busy *Status, cleared []*Status) {
-	busy, cleared = sweepAll(lockPath, stale, false, true)
-	return busy, cleared
+	return sweepAll(lockPath, stale, false, true)
 }
 
 func sweepLeftovers(lockPath string, stale time.Duration, remove, force bool) *Status {
@@ -110,7 +109,7 @@ func sweepAll(lockPath string, stale time.Duration, remove, force bool) (busy *S
 			// processes are not attributed to it (see vouch) keeps
 			// the lock held while it is locked, and while fresh once
 			// it is not (see readSharer).
-			s, live := readSharer(path, stale)
+			s, live, _ := readSharer(path, stale)
 			switch {
 			case live && s.Gone:
 				keep(keptStatus(lockPath, path, s.ChildPGID, s.Unattributed, s.mtime, stale))
