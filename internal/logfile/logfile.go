@@ -151,13 +151,13 @@ func Open(path string, o Options) (*File, error) {
 		return nil, err
 	}
 	f := &File{path: path, o: o, lk: lk, perm: 0o644}
-	if err := lockWithin(lk, LockWait); err != nil {
+	if err := lockSidecar(lk); err != nil {
 		lk.Close()
 		if errors.Is(err, ErrBusy) {
-			f.lk, f.gone = nil, fmt.Errorf("%s: %w for over %s", lk.Name(), err, LockWait)
+			f.lk, f.gone = nil, err
 			return f, nil
 		}
-		return nil, fmt.Errorf("locking %s: %w", lk.Name(), err)
+		return nil, err
 	}
 	out, _, err = f.openLog(true)
 	unlockFile(lk)
@@ -200,13 +200,23 @@ func (f *File) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// lockSidecar takes the sidecar lk's lock within LockWait; the error says
+// which file, and ErrBusy how long it waited.
+func lockSidecar(lk *os.File) error {
+	err := lockWithin(lk, LockWait)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrBusy):
+		return fmt.Errorf("%s: %w for over %s", lk.Name(), err, LockWait)
+	}
+	return fmt.Errorf("locking %s: %w", lk.Name(), err)
+}
+
 // write is Write with f.mu held and f open.
 func (f *File) write(p []byte) (int, error) {
-	if err := lockWithin(f.lk, LockWait); err != nil {
-		if errors.Is(err, ErrBusy) {
-			return 0, fmt.Errorf("%s: %w for over %s", f.lk.Name(), err, LockWait)
-		}
-		return 0, fmt.Errorf("locking %s: %w", f.lk.Name(), err)
+	if err := lockSidecar(f.lk); err != nil {
+		return 0, err
 	}
 	defer unlockFile(f.lk)
 	out, size, err := f.openLog(false)
