@@ -352,14 +352,15 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return interrupted(err)
 	}
-	logger, closeLog, err := newLogger(c, stderr, jobFields(cfg.Lock))
+	// Every line names the job, so that the lines of several jobs in one
+	// --log file or journal can be told apart.
+	fields := jobFields(cfg.Lock)
+	logger, closeLog, err := newLogger(c, stderr, fields)
 	if err != nil {
 		return interrupted(err)
 	}
 	defer closeLog()
-	// Every line names the job, so that the lines of several jobs in one
-	// --log file or journal can be told apart.
-	job := logger.With(jobFields(cfg.Lock)...)
+	job := logger.With(fields...)
 	cfg.Lock.Logger = job.Named("lock")
 	cfg.Logger = job.Named("supervisor")
 	sigs, stop := signals.Notify()
