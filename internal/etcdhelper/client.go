@@ -326,15 +326,7 @@ func (c *conn) next(limit time.Duration) (event, error) {
 			// Its output ends with it, unless something it left
 			// holds it open: what it wrote is read, and no more.
 			exited = nil
-			go func() {
-				t := time.NewTimer(drainWait)
-				defer t.Stop()
-				select {
-				case <-c.done:
-				case <-t.C:
-					c.stopReading()
-				}
-			}()
+			go c.drain()
 		case <-timeout:
 			return event{}, &lateError{helper: c.name, limit: limit}
 		}
@@ -406,13 +398,20 @@ func (c *conn) end(limit time.Duration) {
 	}
 	c.kill()
 	<-c.exited
+	c.drain()
+	<-c.done
+}
+
+// drain lets the reader take what the exited helper's output still holds,
+// for drainWait at most, then stops it (a process the helper left behind
+// may hold that output open).
+func (c *conn) drain() {
 	t := time.NewTimer(drainWait)
 	defer t.Stop()
 	select {
 	case <-c.done:
 	case <-t.C:
 		c.stopReading()
-		<-c.done
 	}
 }
 
