@@ -20,17 +20,14 @@ import (
 func TestStatusSaysWhatItRead(t *testing.T) {
 	t.Parallel()
 	env := []string{"TMPDIR=" + t.TempDir()}
-	dir, lock := lockIn(t)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, lock := lockInFolder(t)
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := gx(t, env, "status", "--check", "--lock", lock)
 	wantCode(t, r, 0)
-	if want := "free\nlock: " + filepath.Join(real, "gpu.lock") + "\n"; r.stdout != want {
+	if want := "free\n" + readLineOf(t, lock) + "\n"; r.stdout != want {
 		t.Errorf("status of a free lock printed %q, want %q", r.stdout, want)
 	}
 	if m := testsupport.StatusJSON(t, long, gpuexecBin, lock); m["state"] != "free" || m["path"] != filepath.Join(real, "gpu.lock") {
@@ -70,4 +67,26 @@ func TestStatusSaysWhatItRead(t *testing.T) {
 	if _, err := os.Lstat(filepath.Dir(missing)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("status made the missing lock's folder (%v)", err)
 	}
+}
+
+// lockInFolder is lockIn with its folder made: a lock no job has used yet,
+// which status reads as free.
+func lockInFolder(t testing.TB) (dir, lock string) {
+	t.Helper()
+	dir, lock = lockIn(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, lock
+}
+
+// readLineOf is status's last line for the lock file lock: "lock: " and
+// its path, its folder's links resolved.
+func readLineOf(t testing.TB, lock string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(filepath.Dir(lock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "lock: " + filepath.Join(dir, filepath.Base(lock))
 }
