@@ -181,7 +181,7 @@ func lockText(st *lock.Status) string {
 	case g > 0 && st.JobProcess == lock.ProcUnknown:
 		fmt.Fprintf(&b, "gpuexec %d is gone; its job (process group %d) still holds the lock (to end it: kill -- -%d)", pid, g, g)
 	default:
-		fmt.Fprintf(&b, "gpuexec %d is gone; a process of its job (one that left its process group) still holds its liveness lock, and with it the lock, until it ends", pid)
+		fmt.Fprintf(&b, "gpuexec %d is gone, but a process of its job still runs and holds the lock until it ends", pid)
 	}
 	return b.String()
 }
@@ -199,12 +199,14 @@ func stoppedLine(st *lock.Status) string {
 	switch {
 	case holder && job:
 		return fmt.Sprintf("stopped: gpuexec %d and its job (process group %d) are stopped (Ctrl+Z or SIGSTOP): %s they are continued (fg in their shell, or kill -CONT -- -%d %d)", pid, g, unused, g, pid)
-	case holder && g > 0 && st.JobProcess != lock.ProcGone:
-		return fmt.Sprintf("stopped: gpuexec %d is stopped (Ctrl+Z or SIGSTOP); its job (process group %d) runs on (kill -CONT %d continues gpuexec)", pid, g, pid)
-	case holder:
-		return fmt.Sprintf("stopped: gpuexec %d is stopped (Ctrl+Z or SIGSTOP): %s it is continued (fg in its shell, or kill -CONT %d)", pid, unused, pid)
 	case job:
 		return fmt.Sprintf("stopped: its job (process group %d) is stopped (Ctrl+Z or SIGSTOP): %s it is continued (kill -CONT -- -%d)", g, unused, g)
+	case holder && g > 0 && st.JobProcess == lock.ProcGone:
+		return fmt.Sprintf("stopped: gpuexec %d is stopped (Ctrl+Z or SIGSTOP), its job gone: %s it is continued (fg in its shell, or kill -CONT %d)", pid, unused, pid)
+	case holder && g > 0:
+		return fmt.Sprintf("stopped: gpuexec %d is stopped (Ctrl+Z or SIGSTOP); its job (process group %d) runs on (kill -CONT %d continues gpuexec)", pid, g, pid)
+	case holder:
+		return fmt.Sprintf("stopped: gpuexec %d is stopped (Ctrl+Z or SIGSTOP; kill -CONT %d continues it)", pid, pid)
 	}
 	return ""
 }
