@@ -56,7 +56,7 @@ func TestReservedMemoryIsNeverFree(t *testing.T) {
 	}
 	t.Run("status", func(t *testing.T) {
 		t.Parallel()
-		_, lock := lockIn(t)
+		_, lock := lockInFolder(t)
 		r := gx(t, c.env(), "status", "--lock", lock)
 		wantCode(t, r, 0)
 		if want := "GPU 0 NVIDIA GeForce RTX 2080 SUPER: 0 MiB of 8.0 GiB used, 7.4 GiB free, 614 MiB reserved\n"; !strings.Contains(r.stdout, want) {
@@ -153,7 +153,7 @@ func TestMIGIsRefused(t *testing.T) {
 	})
 	t.Run("status", func(t *testing.T) {
 		t.Parallel()
-		_, lock := lockIn(t)
+		_, lock := lockInFolder(t)
 		r := gx(t, c.env(), "status", "--lock", lock)
 		wantCode(t, r, 0)
 		if want := "GPU 0 NVIDIA H100 80GB HBM3: 48.8 GiB of 79.6 GiB used, 30.3 GiB free, 542 MiB reserved; in MIG mode: these figures are the whole card's, not its instances'\n"; !strings.Contains(r.stdout, want) {
@@ -229,7 +229,7 @@ func TestAmbiguousListingNeverStarts(t *testing.T) {
 	})
 	t.Run("status", func(t *testing.T) {
 		t.Parallel()
-		_, lock := lockIn(t)
+		_, lock := lockInFolder(t)
 		c := newCard(t, frame(twoZeros))
 		r := gx(t, c.env(), "status", "--lock", lock)
 		wantCode(t, r, 0)

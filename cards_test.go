@@ -453,7 +453,7 @@ func TestStatusStaleHolderIsNoJob(t *testing.T) {
 
 // A process list that cannot be read leaves the cards shown, saying so.
 func TestStatusCardsWithoutProcesses(t *testing.T) {
-	_, lock := lockIn(t)
+	_, lock := lockInFolder(t)
 	f := frame(rtx3080(9000))
 	f.AppsFail = "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n"
 	c := newCard(t, f)

@@ -856,7 +856,7 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir, lock := lockIn(t)
+			dir, lock := lockInFolder(t)
 			if tc.content != nil {
 				writeLock(t, lock, tc.content, tc.age)
 			}
@@ -880,15 +880,15 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 			}
 			r := gx(t, nil, "status", "--lock", lock)
 			wantCode(t, r, 0)
-			if len(lines(r.stdout)) != 1 {
-				t.Errorf("status printed %q, want one line", r.stdout)
+			if l := lines(r.stdout); len(l) != 2 || l[1] != readLineOf(t, lock) {
+				t.Errorf("status printed %q, want the lock's line, then %q", r.stdout, readLineOf(t, lock))
 			}
 			for _, s := range tc.human {
 				if !strings.Contains(r.stdout, s) {
 					t.Errorf("status %q lacks %q", r.stdout, s)
 				}
 			}
-			if tc.state == "free" && r.stdout != "free\n" {
+			if tc.state == "free" && r.stdout != "free\n"+readLineOf(t, lock)+"\n" {
 				t.Errorf("status %q, want free", r.stdout)
 			}
 			if tc.state == "held" && strings.Contains(r.stdout, "stale") {
@@ -1105,7 +1105,7 @@ func TestTypoOfASubcommandGetsAHint(t *testing.T) {
 func TestFlagsBeforeASubcommand(t *testing.T) {
 	t.Parallel()
 	_, lock := lockIn(t)
-	_, other := lockIn(t)
+	_, other := lockInFolder(t)
 	h := startHolder(t, lock)
 	held := fmt.Sprintf("held by %s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
 	cases := []struct {
@@ -1233,7 +1233,7 @@ func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	// Written by hand: no cover.
 	r := gx(t, nil, "status", "--check", "--lock", lock)
 	wantCode(t, r, 1)
-	want := fmt.Sprintf("free (its GPUs are held beside it: gpu0.lock by me/busy (pid %d); add --gpus 0,1 to see them)\n", os.Getpid())
+	want := fmt.Sprintf("free (its GPUs are held beside it: gpu0.lock by me/busy (pid %d); add --gpus 0,1 to see them)\n%s\n", os.Getpid(), readLineOf(t, lock))
 	if r.stdout != want {
 		t.Errorf("status printed\n%q, want\n%q\nstderr:\n%s", r.stdout, want, r.stderr)
 	}
@@ -1242,8 +1242,8 @@ func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	r = gx(t, nil, "status", "--check", "--lock", lock)
 	wantCode(t, r, 1)
 	want = fmt.Sprintf("held for the GPU locks beside it, named by %s/%s (pid %d) since ", holderOwner, holderSlug, h.p.pid())
-	wantBeside := fmt.Sprintf("(its GPUs are held beside it: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n",
-		os.Getpid(), holderOwner, holderSlug, h.p.pid())
+	wantBeside := fmt.Sprintf("(its GPUs are held beside it: gpu0.lock by me/busy (pid %d), gpu3.lock by %s/%s (pid %d); add --gpus 0,1,3 to see them)\n%s\n",
+		os.Getpid(), holderOwner, holderSlug, h.p.pid(), readLineOf(t, lock))
 	if !strings.HasPrefix(r.stdout, want) || !strings.HasSuffix(r.stdout, wantBeside) {
 		t.Errorf("status printed\n%q, want\n%q ... %q\nstderr:\n%s", r.stdout, want, wantBeside, r.stderr)
 	}

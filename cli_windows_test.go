@@ -193,6 +193,10 @@ func TestKilledGpuexecTakesItsJobTreeAlong(t *testing.T) {
 func TestDefaultLockIsUnderTEMP(t *testing.T) {
 	t.Parallel()
 	temp := t.TempDir()
+	// Made, as a job makes it: status reads a missing folder as no lock.
+	if err := os.Mkdir(filepath.Join(temp, "gpuexec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r := gx(t, []string{"TEMP=" + temp}, "status", "--json")
 	wantCode(t, r, 0)
 	var m map[string]any

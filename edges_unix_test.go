@@ -419,7 +419,7 @@ func TestOwnerAndSlugAreBoundedAndEscaped(t *testing.T) {
 	}
 	r = gx(t, nil, "status", "--lock", lock)
 	wantCode(t, r, 0)
-	if strings.ContainsAny(r.stdout, "\x1b\r") || len(lines(r.stdout)) != 1 || !strings.Contains(r.stdout, `evil\n\x1b[2Jowner/slug\r`) {
+	if strings.ContainsAny(r.stdout, "\x1b\r") || len(lines(r.stdout)) != 2 || !strings.Contains(r.stdout, `evil\n\x1b[2Jowner/slug\r`) {
 		t.Errorf("status printed what the record holds unescaped: %q", r.stdout)
 	}
 	r = gx(t, nil, "--lock", lock, "--wait", "300ms", "--", "true")

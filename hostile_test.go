@@ -58,6 +58,8 @@ type hostileCase struct {
 	// statusFree, clearFree: status (clear) finds no lock there and says
 	// free (exit 0), instead of refusing.
 	statusFree, clearFree bool
+	// statusMsg, when set, is what status's refusal says instead of msg.
+	statusMsg string
 }
 
 // writeAt writes content at path with an mtime age ago (negative: in the
@@ -276,7 +278,7 @@ func hostileCases(t *testing.T) []hostileCase {
 			}
 			return []string{dir}
 		}},
-		{name: "parent that cannot be created", unprivileged: true, statusFree: true, clearFree: true, outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
+		{name: "parent that cannot be created", unprivileged: true, statusMsg: "does not exist", clearFree: true, outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
 			// The lock is moved one level down, under a folder that
 			// cannot be created: <dir>/sub/gpu.lock with dir read-only.
 			if err := os.Chmod(dir, 0o555); err != nil {
@@ -361,8 +363,12 @@ func TestHostileLockPaths(t *testing.T) {
 						continue
 					}
 					wantCode(t, r, 125)
-					if !strings.Contains(r.stderr, tc.msg) {
-						t.Errorf("%v: stderr does not say %q:\n%s", args, tc.msg, r.stderr)
+					msg := tc.msg
+					if args[0] == "status" && tc.statusMsg != "" {
+						msg = tc.statusMsg
+					}
+					if !strings.Contains(r.stderr, msg) {
+						t.Errorf("%v: stderr does not say %q:\n%s", args, msg, r.stderr)
 					}
 				}
 				stillUntouched("after gpuexec, status and clear")

@@ -569,7 +569,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	}
 	r, err := b.Inspect(o)
 	if err != nil {
-		return failed("%v", err)
+		return unreadable(o.Path, err)
 	}
 	// A signal that ends gpuexec while nvidia-smi runs stops it first.
 	ctx, ended := signals.Ending(context.Background())
@@ -599,7 +599,7 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintln(stdout, describeWithBeside(r, beside))
+		fmt.Fprintln(stdout, describeReport(r, beside))
 		printCards(stdout, cards, gerr)
 		for _, l := range rooms {
 			fmt.Fprintln(stdout, l)
@@ -649,14 +649,13 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 		// after a forced clear: no file of a live job is removed.
 		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", st.Describe()), 1)
 	case errors.Is(err, lock.ErrHeld):
-		return cli.Exit(fmt.Sprintf("not cleared: %s; use --force to remove a live holder's lock", st.Describe()), 1)
+		return cli.Exit(notCleared(st), 1)
 	case err != nil:
 		return failed("%v", err)
 	case st.State == lock.StateFree:
 		fmt.Fprintln(stdout, "free: nothing to clear")
 	case st.State == lock.StateHeld:
-		fmt.Fprintln(stdout, "cleared (forced): "+st.Describe()+
-			"\na gpuexec holder now stops its job; the lock stays held until that job is gone, so that two jobs never share the GPU")
+		fmt.Fprintln(stdout, "cleared (forced): "+lockText(st)+"\n"+afterForcedClear(st))
 	default:
 		fmt.Fprintln(stdout, "cleared: "+st.Describe())
 	}

@@ -225,6 +225,12 @@ var (
 	// ErrUnreachable is wrapped by errors of remote backends that could
 	// not reach their service within its dial timeout.
 	ErrUnreachable = errors.New("lock service unreachable")
+	// ErrNoFolder is returned by Inspect (wrapped in a *fs.PathError
+	// naming the folder) when the lock's folder does not exist: no lock
+	// was ever taken at that path (or its folder was removed), which
+	// more often means a mistyped path, or another TMPDIR than the jobs',
+	// than a free GPU. Nothing is created to find it.
+	ErrNoFolder = errors.New("lock: the lock's folder does not exist")
 )
 
 // WaitError says the lock was not had: Acquire's context ended first
@@ -443,6 +449,27 @@ type Status struct {
 	// (Info.Share), with their budgets; nil otherwise.
 	Sharers []Sharer `json:"sharers,omitempty"`
 
+	// What the OS said, as Inspect or Clear returned a held lock, of its
+	// holder and its job, on this host; left empty for a holder on
+	// another host, and for a cover or shared record (whose holder is one
+	// of several), and by every other function. Only what was verified
+	// is told (see ProcState).
+	//
+	// HolderProcess is the holder's process (Info.PID): ProcGone while
+	// the lock is held means that something else keeps it held (its
+	// job's processes, see JobGroup); "" when its pid cannot be told
+	// from another process (a record without Info.PIDStart, a start
+	// time that cannot be read).
+	HolderProcess ProcState `json:"holderProcess,omitempty"`
+	// JobGroup is the process group of the holder's job (Unix), as the
+	// record (Info.ChildPGID) or the holder's liveness file notes it;
+	// 0 when none is noted with its leader's start time.
+	JobGroup int `json:"jobGroup,omitempty"`
+	// JobProcess is JobGroup's state: ProcRunning while a process of it
+	// may run, ProcStopped when every one is stopped, ProcGone when none
+	// is left; "" when JobGroup is 0.
+	JobProcess ProcState `json:"jobProcess,omitempty"`
+
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the
 	// job's process group it noted.
@@ -477,7 +504,27 @@ type Waiter struct {
 	Locks []string `json:"locks,omitempty"`
 	// Alive is false for a ticket whose waiter is gone (not yet pruned).
 	Alive bool `json:"alive"`
+	// Process is what the OS says of a live waiter's process on this
+	// host (ProcStopped: it keeps its place but takes nothing, and a
+	// free lock idles until the waiters behind pass it); "" when its pid
+	// cannot be told from another process (a ticket of an older gpuexec,
+	// without the waiter's start time) or it waits on another host.
+	Process ProcState `json:"process,omitempty"`
 }
+
+// ProcState is what the OS says of a process or a job's process group,
+// verified against its start time (a pid read from the lock's folder may
+// have been reused, or be anyone's). Off Linux, where a stopped process is
+// not told, one that exists is ProcUnknown.
+type ProcState string
+
+// The states a holder's or waiter's process, or a job's group, is seen in.
+const (
+	ProcRunning ProcState = "running" // it may run (a group: some process of it)
+	ProcStopped ProcState = "stopped" // stopped (Ctrl+Z, SIGSTOP, a debugger): it does nothing until continued
+	ProcGone    ProcState = "gone"    // no such process (a group: none of it left)
+	ProcUnknown ProcState = "unknown" // it exists; whether it is stopped is not told
+)
 
 // FolderError is an error from the lock's folder that the user must fix:
 // this user may not create or remove files there. It names the folder,
@@ -505,15 +552,26 @@ type Report struct {
 
 // Inspect reads and judges the lock (or every device's) and lists its
 // queue, for status displays; it changes nothing. A lock whose record is
-// gone while its holder's job still runs (a forced clear) is held.
+// gone while its holder's job still runs (a forced clear) is held. A held
+// lock's holder and job, and each live waiter, are told as the OS sees
+// them (Status.HolderProcess, Status.JobProcess, Waiter.Process). A folder
+// that does not exist is an error wrapping ErrNoFolder, and a path below
+// something that is not a folder one wrapping syscall.ENOTDIR: neither is
+// a free lock.
 func Inspect(o Options) (*Report, error) {
 	o, t, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	if err := folderExists(filepath.Dir(o.Path)); err != nil {
+		return nil, err
+	}
 	r := &Report{Path: o.Path, devices: t.names != nil}
 	if r.Locks, err = inspectAll(o, t); err != nil {
 		return nil, explain(o.Path, err)
+	}
+	for _, st := range r.Locks {
+		observe(st, osProber{lockPath: st.Path})
 	}
 	if r.Queue, err = readQueue(o.Path, t.paths); err != nil {
 		return nil, err
@@ -522,9 +580,10 @@ func Inspect(o Options) (*Report, error) {
 }
 
 // Clear removes the lock at o.Path if it is stale, and returns it as
-// judged. A free lock is not an error, and nothing is created to find it
-// free. A live holder's lock is left in place and ErrHeld returned, unless
-// force is set. A forced clear never puts two jobs on the GPU: a gpuexec
+// judged (a held lock's holder and job told as Inspect tells them). A free
+// lock is not an error, and nothing is created to find it free. A live
+// holder's lock is left in place and ErrHeld returned, unless force is
+// set. A forced clear never puts two jobs on the GPU: a gpuexec
 // holder notices within a second that its record is gone and stops its
 // job, and until that job is gone its liveness file keeps the lock held for
 // everyone else; the Node tool notices at its next heartbeat. Like every
@@ -542,7 +601,11 @@ func Clear(o Options, force bool) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clearOne(o, force)
+	st, err := clearOne(o, force)
+	if st != nil {
+		observe(st, osProber{lockPath: o.Path})
+	}
+	return st, err
 }
 
 // Held is a held lock, or the devices one job holds (an ordinary lock on

@@ -34,11 +34,15 @@ const ticketSuffix = ".ticket-"
 // written it: it is only ever read into this struct, and its strings are
 // compared and shown (escaped), never used as paths.
 type ticketRecord struct {
-	PID   int    `json:"pid"`
-	Owner string `json:"owner"`
-	Slug  string `json:"slug"`
-	Host  string `json:"host,omitempty"`
-	Since string `json:"since"`
+	PID int `json:"pid"`
+	// PIDStart is the waiter's start time, as Info.PIDStart (0: a ticket
+	// of an older gpuexec), so that status tells its process from
+	// another with its pid.
+	PIDStart int64  `json:"pidStart,omitempty"`
+	Owner    string `json:"owner"`
+	Slug     string `json:"slug"`
+	Host     string `json:"host,omitempty"`
+	Since    string `json:"since"`
 	// Locks are the base names of the lock files the waiter may take:
 	// the lock itself, or the devices of a device set. Waiters order
 	// only those they compete with (see queue.rival).
@@ -254,8 +258,9 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 	}
 	err = lockNew(f, "ticket")
 	if err == nil {
+		selfStartOnce.Do(findSelfStart)
 		b, _ := json.Marshal(ticketRecord{
-			PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),
+			PID: os.Getpid(), PIDStart: selfStart, Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),
 			Since: time.Now().UTC().Format(isoMillis), Locks: q.names,
 		})
 		_, err = f.Write(b)
@@ -387,7 +392,8 @@ func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
 }
 
 // readQueue lists the waiters for any of locks (nil: every waiter) in
-// arrival order, without changing anything. Positions count the live ones.
+// arrival order, without changing anything. Positions count the live ones,
+// and their processes on this host are told (see processOf).
 func readQueue(anchor string, locks []string) ([]Waiter, error) {
 	tickets, err := listTickets(anchor)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -414,6 +420,9 @@ func readQueue(anchor string, locks []string) ([]Waiter, error) {
 		if w.Alive {
 			pos++
 			w.Position = pos
+			if sameHost(w.Host) {
+				w.Process = processOf(w.PID, rec.PIDStart, osProber{lockPath: anchor})
+			}
 		}
 		out = append(out, w)
 	}

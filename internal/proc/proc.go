@@ -7,8 +7,10 @@
 // keeps a lock held.
 //
 // Per-OS files: alive_unix.go and alive_windows.go (Alive), stat_linux.go
-// (/proc: Stat, Start, Tree, Parent, GroupAlive), group_bsd.go (GroupAlive
-// by kill), start_other.go (Start, Parent and ReadStat through gopsutil),
+// (/proc: Stat, Start, Tree, Parent, GroupAlive, RunOf, GroupRun),
+// group_bsd.go (GroupAlive by kill), start_other.go (Start, Parent and
+// ReadStat through gopsutil), run_other.go (RunOf and GroupRun where the
+// state cannot be read),
 // uid_linux.go and uid_bsd.go (UID, GroupUID: who a process runs as; Unix
 // only).
 package proc
@@ -50,3 +52,23 @@ type Stat struct {
 	// Comm is the command name (ReadStat only).
 	Comm string
 }
+
+// Run is whether a process, or a process group, can run now, as the OS
+// says at the call.
+type Run int
+
+const (
+	// RunUnknown: it exists, but the OS does not say whether it is
+	// stopped (off Linux), or the process table cannot be read.
+	RunUnknown Run = iota
+	// Running: it may run (running, sleeping, waiting for a disk): for a
+	// group, at least one of its live members is not stopped.
+	Running
+	// Stopped: it is stopped (SIGSTOP, Ctrl+Z, reading the terminal in
+	// the background) or held by a debugger: for a group, every live
+	// member is. It does nothing until it is continued.
+	Stopped
+	// Gone: no such process, or only a zombie of it; for a group, no live
+	// member that can be the job's (see GroupAliveSince).
+	Gone
+)

@@ -35,32 +35,75 @@ func GroupAlive(pgid int) bool { return GroupAliveSince(pgid, 0) }
 //     or any group when since is before this boot (nothing of that job can
 //     have survived a reboot).
 func GroupAliveSince(pgid int, since int64) bool {
+	return groupRun(pgid, since, true) != Gone
+}
+
+// GroupRun is whether process group pgid, made by a job whose leader
+// started at since (0: not known), can run: Running while a live member
+// is not stopped, Stopped when every live member is, Gone when none is
+// left (the members counted are GroupAliveSince's); RunUnknown when /proc
+// cannot be read.
+func GroupRun(pgid int, since int64) Run { return groupRun(pgid, since, false) }
+
+// groupRun is GroupRun; with first, the first live member found answers
+// (Running or Stopped: enough for GroupAliveSince).
+func groupRun(pgid int, since int64, first bool) Run {
 	if !groupSignalable(pgid) {
-		return false
+		return Gone
 	}
 	if since > 0 {
 		if boot := bootTime(); boot > 0 && since < boot-startSlack {
-			return false
+			return Gone
 		}
 		if st, ok := Start(pgid); ok && !within(st, since) {
-			return false // pid pgid is another process: the number was reused
+			return Gone // pid pgid is another process: the number was reused
 		}
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return true // cannot tell: keep the lock held
+		return RunUnknown // cannot tell: keep the lock held
 	}
+	run := Gone
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
 		st, ok := readStat(e.Name())
-		if ok && st.PGRP == pgid && st.Session != pgid && st.State != 'Z' && st.State != 'X' {
-			return true
+		if !ok || st.PGRP != pgid || st.Session == pgid || st.State == 'Z' || st.State == 'X' {
+			continue
+		}
+		if !stopped(st.State) {
+			return Running
+		}
+		if run = Stopped; first {
+			return run
 		}
 	}
-	return false
+	return run
 }
+
+// RunOf is whether pid can run: Gone when it is gone or a zombie,
+// RunUnknown when it exists but its /proc entry cannot be read (another
+// user's, under hidepid).
+func RunOf(pid int) Run {
+	if pid <= 0 {
+		return Gone
+	}
+	st, ok := readStat(strconv.Itoa(pid))
+	switch {
+	case !ok && Alive(pid):
+		return RunUnknown
+	case !ok, st.State == 'Z', st.State == 'X':
+		return Gone
+	case stopped(st.State):
+		return Stopped
+	}
+	return Running
+}
+
+// stopped reports whether a /proc state letter is a stopped process's: T
+// (SIGSTOP, Ctrl+Z) or t (stopped by a debugger).
+func stopped(state byte) bool { return state == 'T' || state == 't' }
 
 // startSlack is how far two readings of one process's start time may
 // differ (Start's boot time has a resolution of a second).

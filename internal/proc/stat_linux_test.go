@@ -84,3 +84,44 @@ func TestGroupAliveSinceTellsTheJobsGroupFromAReusedNumber(t *testing.T) {
 		}
 	}
 }
+
+// RunOf and GroupRun tell a stopped process, and a group whose every
+// member is stopped, from one that runs, and say Gone once it is reaped.
+func TestRunTellsStoppedFromRunning(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 300 & exec sleep 300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	pid := cmd.Process.Pid
+	began, ok := Start(pid)
+	if !ok {
+		t.Fatal("cannot read the leader's start time")
+	}
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: RunOf %d, GroupRun %d", what, RunOf(pid), GroupRun(pid, began))
+			}
+		}
+	}
+	await("running", func() bool { return RunOf(pid) == Running && GroupRun(pid, began) == Running })
+	// The leader alone stopped: the group still runs.
+	syscall.Kill(pid, syscall.SIGSTOP)
+	await("leader stopped", func() bool { return RunOf(pid) == Stopped && GroupRun(pid, began) == Running })
+	syscall.Kill(-pid, syscall.SIGSTOP)
+	await("group stopped", func() bool { return GroupRun(pid, began) == Stopped })
+	if GroupRun(pid, began-60_000) != Gone {
+		t.Error("a group led by a process started at another time is not the job's")
+	}
+	syscall.Kill(-pid, syscall.SIGCONT)
+	await("continued", func() bool { return RunOf(pid) == Running && GroupRun(pid, began) == Running })
+	syscall.Kill(-pid, syscall.SIGKILL)
+	cmd.Wait()
+	await("killed and reaped", func() bool { return RunOf(pid) == Gone && GroupRun(pid, began) == Gone })
+	if RunOf(0) != Gone || RunOf(-1) != Gone {
+		t.Error("no pid is Gone")
+	}
+}

@@ -109,7 +109,7 @@ func walk(path string) (string, []string, error) {
 		case fi.IsDir():
 			cur = next
 		default:
-			return "", nil, fmt.Errorf("%s: not a directory", next)
+			return "", nil, fmt.Errorf("%s: %w", next, syscall.ENOTDIR)
 		}
 	}
 	return cur, nil, nil
