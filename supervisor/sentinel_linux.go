@@ -31,6 +31,12 @@ func terminalSignals() []os.Signal {
 
 // runSentinel is RunSentinel on Linux.
 func runSentinel() int {
+	// Run by hand (stdout a terminal or a file, not gpuexec's pipe), it
+	// would sit there and swallow Ctrl+C: it says what it is instead.
+	if fi, err := os.Stdout.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		os.Stderr.WriteString(SentinelArg + " is what gpuexec starts in a job's process group; it is not run by hand\n")
+		return ExitFailed
+	}
 	// Ctrl+Z stops the job, not its sentinel: gpuexec stops with the job
 	// and continues the group with itself.
 	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
