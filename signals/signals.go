@@ -2,8 +2,9 @@
 // what status it exits with when one ends it.
 //
 // Caught signals are forwarded to the child's whole process group while a
-// job runs (its own group no longer hears the terminal's Ctrl+C, so
-// forwarding is the only way it does), and end a wait for the lock with
+// job runs (unless the job has the terminal, its own group does not hear
+// the terminal's Ctrl+C, so forwarding is the only way it does), and end a
+// wait for the lock with
 // 128+N; on Unix, a stop (SIGTSTP, Ctrl+Z) and a continue (SIGCONT) are
 // not endings: the job stops and goes on with gpuexec (see Of). Others are
 // left to the Go runtime's defaults; SIGCHLD and SIGURG (the runtime's
