@@ -94,7 +94,12 @@ DURATIONS:
 SIGNALS:
    Ctrl+C, SIGTERM, SIGHUP and SIGQUIT reaching gpuexec are forwarded to the command's process group;
    like --signal at --timeout, each is followed by SIGKILL after --kill-after if the job still runs,
-   and a stopped job is continued (SIGCONT) so that it acts on it.
+   and a stopped job is continued (SIGCONT) so that it acts on it. In a terminal (Linux) the job has
+   the terminal, so Ctrl+C and Ctrl+\ reach it directly; gpuexec hears of them and they count as
+   forwarded (SIGKILL after --kill-after), also after Ctrl+Z and fg.
+   A SIGHUP or SIGINT ignored when gpuexec starts (nohup, a script's cmd &) stays ignored, by
+   gpuexec and by the job. SIGQUIT and SIGPIPE are not kept so (Go cannot tell them ignored): the
+   job starts with both at their defaults.
 
 EXIT STATUS:
    the command's    the command exited

@@ -41,6 +41,10 @@ import (
 var version = ""
 
 func main() {
+	// gpuexec started again as a job's terminal sentinel: that alone.
+	if supervisor.IsSentinel(os.Args) {
+		os.Exit(supervisor.RunSentinel())
+	}
 	// Before anything is opened: short of file descriptors, the first
 	// file opened would end gpuexec with the Go runtime's stack trace.
 	if err := enoughFiles(); err != nil {
@@ -434,6 +438,7 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		KillAfter:      c.Duration("kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
+		Sentinel:       true,
 		NotFoundHint:   didYouMean(c.App.VisibleCommands()),
 		VRAM:           vram,
 		GPU:            src,

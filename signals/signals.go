@@ -2,13 +2,17 @@
 // what status it exits with when one ends it.
 //
 // Caught signals are forwarded to the child's whole process group while a
-// job runs (its own group no longer hears the terminal's Ctrl+C, so
-// forwarding is the only way it does), and end a wait for the lock with
+// job runs (unless the job has the terminal, its own group does not hear
+// the terminal's Ctrl+C, so forwarding is the only way it does), and end a
+// wait for the lock with
 // 128+N; on Unix, a stop (SIGTSTP, Ctrl+Z) and a continue (SIGCONT) are
 // not endings: the job stops and goes on with gpuexec (see Of). Others are
 // left to the Go runtime's defaults; SIGCHLD and SIGURG (the runtime's
 // preemption signal) in particular are never caught or forwarded. SIGPIPE
-// is never allowed to end gpuexec (see SurviveBrokenPipes).
+// is never allowed to end gpuexec (see SurviveBrokenPipes). A signal that
+// was ignored when the program started (nohup's SIGHUP, the SIGINT of a
+// command a script runs in the background) is not caught: it stays
+// ignored, for gpuexec and for the job, which inherits it (see Caught).
 package signals
 
 import (
@@ -16,19 +20,54 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 )
 
+// Caught are the signals gpuexec handles itself (see the per-OS list,
+// catchable), less those that were ignored when the program started
+// (signal.Ignored, read once as the package is initialised, before any
+// Notify can change it): as nohup(1), shells and timeout(1) expect, such
+// a signal stays ignored, so that it neither ends gpuexec nor reaches the
+// job, which inherits it ignored across exec. Only SIGHUP and SIGINT can
+// be told: the Go runtime replaces any other inherited SIG_IGN (SIGQUIT's,
+// SIGPIPE's) with its own handler before the program runs, so those are
+// caught whatever the program inherited. The caller may change the slice
+// returned.
+func Caught() []os.Signal { return slices.Clone(caught) }
+
+// caught is Caught, computed once at start.
+var caught = notIgnored(catchable)
+
+// notIgnored is sigs without the signals ignored at the moment.
+func notIgnored(sigs []os.Signal) []os.Signal {
+	var out []os.Signal
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Notify starts delivering the caught signals to the returned channel, which
 // is buffered so that a burst is not lost while gpuexec is busy. stop
 // restores the default handling.
 func Notify() (c <-chan os.Signal, stop func()) {
 	ch := make(chan os.Signal, 16)
-	signal.Notify(ch, Caught...)
+	notify(ch, caught)
 	return ch, func() { signal.Stop(ch) }
+}
+
+// notify is signal.Notify for sigs, which never means every signal: an
+// empty sigs registers nothing.
+func notify(ch chan<- os.Signal, sigs []os.Signal) {
+	if len(sigs) > 0 {
+		signal.Notify(ch, sigs...)
+	}
 }
 
 // Action is what a caught signal asks of gpuexec and its job.
@@ -116,13 +155,13 @@ func Parse(s string) (os.Signal, error) {
 func Ending(parent context.Context) (ctx context.Context, stop func() os.Signal) {
 	ctx, cancel := context.WithCancel(parent)
 	var ending []os.Signal
-	for _, s := range Caught {
+	for _, s := range caught {
 		if Of(s) == End {
 			ending = append(ending, s)
 		}
 	}
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, ending...)
+	notify(ch, ending)
 	var got os.Signal
 	done := make(chan struct{})
 	go func() {

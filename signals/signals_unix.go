@@ -10,13 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Caught are the signals gpuexec handles itself. SIGHUP and SIGQUIT are
-// caught too: by default they would end gpuexec without releasing the lock
-// and leave the job running in its own group. SIGTSTP (Ctrl+Z, when the
-// job does not have the terminal) and SIGCONT are caught so that the job's
-// group stops and goes on with gpuexec: left to their defaults, gpuexec
-// would stop alone and its job would run on.
-var Caught = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT}
+// catchable are the signals gpuexec handles itself unless they were
+// ignored at start (see Caught). SIGHUP and SIGQUIT are caught too: by
+// default they would end gpuexec without releasing the lock and leave the
+// job running in its own group. SIGTSTP (Ctrl+Z, when the job does not
+// have the terminal) and SIGCONT are caught so that the job's group stops
+// and goes on with gpuexec: left to their defaults, gpuexec would stop
+// alone and its job would run on.
+var catchable = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT}
 
 const (
 	stopSignal     = syscall.SIGTSTP

@@ -7,14 +7,14 @@ import (
 	"syscall"
 )
 
-// Caught are the console events gpuexec handles itself: Ctrl+C and
+// catchable are the console events gpuexec handles itself (see Caught): Ctrl+C and
 // Ctrl+Break arrive as os.Interrupt (exit 130 while waiting); closing the
 // console, logging off and shutting down arrive as SIGTERM (143). For
 // those three, Go's console handler does not return (returning would let
 // Windows end the process at once), so gpuexec stops its job as for any
 // SIGTERM until Windows ends it when the event's time is up (about 5 s for
 // a close); the Job Object then takes the job along.
-var Caught = []os.Signal{os.Interrupt, syscall.SIGTERM}
+var catchable = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 var names = map[syscall.Signal]string{
 	syscall.SIGINT:  "SIGINT",

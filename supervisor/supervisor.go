@@ -129,9 +129,23 @@ type Config struct {
 	// VRAMEnforce stops a sharer found over its budget as Timeout does
 	// (TERM, KillAfter, KILL); gpuexec then exits ExitOverBudget.
 	VRAMEnforce bool
+	// Sentinel says that this program can be a job's terminal sentinel:
+	// started with the one argument SentinelArg, its main runs
+	// RunSentinel and nothing else (see IsSentinel). On Linux, when the
+	// job has the terminal (stdin is one and gpuexec is in its
+	// foreground), what the terminal sends the job's group (Ctrl+C,
+	// Ctrl+\, a hangup) reaches the job alone; the sentinel, a small
+	// process of this program in that group, tells gpuexec, which then
+	// ends the job as it ends one it forwarded that signal to: SIGKILL
+	// after KillAfter if the job still runs (the signal is not sent
+	// again). Without it such a signal is the job's alone: a job that
+	// ignores Ctrl+C keeps running. Elsewhere, and without a terminal,
+	// it changes nothing and no sentinel is started.
+	Sentinel bool
 	// SoleJob says that this process starts no other children than the
-	// job's (the gpuexec command): every process it is left with once
-	// the job's command ends is then the job's, wherever it moved (a
+	// job's (the gpuexec command; its own sentinel is ended with the
+	// job's command): every process it is left with once the job's
+	// command ends is then the job's, wherever it moved (a
 	// daemon in a session of its own), and is stopped with the job
 	// before the lock is released. Linux only, where gpuexec is the
 	// subreaper of its job; a library that runs other children, or
@@ -469,7 +483,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	// output, which processes left in the group can hold open; bound it.
 	cmd.WaitDelay = outputDrainWait
 	configure(cmd)
-	term := takeTerminal(cmd, cfg.Stdin == nil)
+	term := takeTerminal(cmd, cfg.Stdin == nil, cfg.Sentinel)
 	inheritLive(cmd, held.liveFiles())
 
 	others := childrenBefore(cfg.SoleJob)
@@ -488,7 +502,9 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 		return ExitFailed
 	}
 	defer grp.close()
-	term.started(cmd.Process.Pid, grp.id())
+	if err := term.started(cmd.Process.Pid, grp.id()); err != nil {
+		log.Debug("no terminal sentinel: Ctrl+C in the terminal reaches the job alone", "error", err)
+	}
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
 	noteErr := held.NoteChild(grp.id())
@@ -502,6 +518,10 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost(), overC: bc.overC()}
 	res := w.run(ctx, done)
+	// The sentinel is gpuexec's child in the job's group: ended (and
+	// waited for) before drain, which would take it for a process the
+	// job left behind.
+	term.stopSentinel()
 	// The sampler's nvidia-smi is gpuexec's child: ended (and waited
 	// for) before drain looks for processes the job left behind, where
 	// it would be taken for one of them.
@@ -594,12 +614,31 @@ func (w *watch) stop(sig os.Signal) {
 	// A stopped job (Ctrl+Z, SIGSTOP) acts on the signal only once it
 	// runs again: continue it, as timeout(1) does.
 	w.grp.resume()
+	w.arm()
+}
+
+// arm arms the kill timer, once: the group has had its graceful stop.
+func (w *watch) arm() {
 	if w.termSent {
 		return
 	}
 	w.termSent = true
 	w.killAt = time.Now().Add(w.cfg.KillAfter)
 	w.killTimer = time.NewTimer(w.cfg.KillAfter)
+}
+
+// fromTerminal handles sig, which the job's group got from the terminal
+// (see terminal.heard): the job has it already, so it is not sent again,
+// but it ends the job as a forwarded one does, with SIGKILL after the
+// grace if the job still runs. After the group's graceful stop, it is that
+// stop's own signal, or one more that changes nothing.
+func (w *watch) fromTerminal(sig os.Signal) {
+	if w.termSent {
+		w.log.Debug("the job's process group got a signal", "signal", signals.Name(sig))
+		return
+	}
+	w.log.Warn("the job's process group got a signal from the terminal", "signal", signals.Name(sig))
+	w.arm()
 }
 
 func (w *watch) kill() {
@@ -621,6 +660,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 	}
 	lost := w.lostC
 	ctxDone := ctx.Done()
+	listening := w.term.listening()
 	for {
 		var killC <-chan time.Time
 		if w.killTimer != nil && !w.killed {
@@ -645,6 +685,11 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				w.term.giveBack()
 				lock.Suspend(stopSelf)
 			}
+		case sig := <-w.term.heard():
+			w.fromTerminal(sig)
+		case <-listening:
+			listening = nil
+			w.log.Debug("watching what the terminal sends the job's process group (Ctrl+C, Ctrl+\\, hangup)")
 		case sig := <-w.cfg.Signals:
 			switch signals.Of(sig) {
 			case signals.Stop:

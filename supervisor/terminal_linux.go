@@ -22,19 +22,29 @@ import (
 // the shell continues gpuexec (fg, bg), gpuexec continues the job, in the
 // foreground again if it was continued there. The terminal is given back
 // to gpuexec's group when the job is gone.
+//
+// What the terminal sends its foreground group (Ctrl+C, Ctrl+\, a hangup)
+// reaches the job's group alone; with a sentinel (Config.Sentinel), a
+// process of gpuexec's in that group, gpuexec hears of each, so that it
+// ends the job as it ends one it forwarded a signal to.
 type terminal struct {
 	fd   int // the terminal (stdin); -1 when the job does not have it
 	own  int // gpuexec's process group
 	job  int // the job's process group, once started
 	pid  int // the child
 	chld chan os.Signal
+	// withSentinel: start a sentinel (Config.Sentinel); sent is it,
+	// once started.
+	withSentinel bool
+	sent         *sentinel
 }
 
 // takeTerminal prepares cmd to start in the terminal's foreground when the
 // job should have it (stdin, gpuexec's own, is the terminal and gpuexec is
-// in its foreground); otherwise the terminal is left alone.
-func takeTerminal(cmd *exec.Cmd, ownStdin bool) *terminal {
-	t := &terminal{fd: -1, own: unix.Getpgrp()}
+// in its foreground); otherwise the terminal is left alone. withSentinel:
+// this program can be the job's sentinel (Config.Sentinel).
+func takeTerminal(cmd *exec.Cmd, ownStdin, withSentinel bool) *terminal {
+	t := &terminal{fd: -1, own: unix.Getpgrp(), withSentinel: withSentinel}
 	if !ownStdin {
 		return t
 	}
@@ -50,19 +60,55 @@ func takeTerminal(cmd *exec.Cmd, ownStdin bool) *terminal {
 	return t
 }
 
-// started notes the job's group and starts watching for it to stop.
-func (t *terminal) started(pid, pgid int) {
+// started notes the job's group and starts watching for it to stop and,
+// with a sentinel, for what the terminal sends it. The error says why
+// there is no sentinel.
+func (t *terminal) started(pid, pgid int) error {
 	t.pid, t.job = pid, pgid
 	if t.fd < 0 {
-		return
+		return nil
 	}
 	t.chld = make(chan os.Signal, 1)
 	signal.Notify(t.chld, syscall.SIGCHLD)
+	if !t.withSentinel {
+		return nil
+	}
+	var err error
+	t.sent, err = startSentinel(pgid)
+	return err
 }
 
 // stopped delivers a wake-up when the child may have stopped (nil when the
 // job does not have the terminal).
 func (t *terminal) stopped() <-chan os.Signal { return t.chld }
+
+// heard delivers each signal the terminal sent the job's group (SIGINT,
+// SIGQUIT, SIGHUP), or that gpuexec sent it itself: the sentinel cannot
+// tell them apart. Nil without a sentinel.
+func (t *terminal) heard() <-chan os.Signal {
+	if t.sent == nil {
+		return nil
+	}
+	return t.sent.heard
+}
+
+// listening is closed once the sentinel listens; nil without one.
+func (t *terminal) listening() <-chan struct{} {
+	if t.sent == nil {
+		return nil
+	}
+	return t.sent.ready
+}
+
+// stopSentinel ends the sentinel, if any, and waits for it: call it once
+// the job's command has ended, before what is left of its group is
+// looked for.
+func (t *terminal) stopSentinel() {
+	if t.sent != nil {
+		t.sent.stop()
+		t.sent = nil
+	}
+}
 
 // jobStopped reports whether the child is stopped, taking the stop's
 // report (waitid with WSTOPPED alone never reaps an exited child).
@@ -114,8 +160,9 @@ func (t *terminal) handOver() {
 	unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.job)
 }
 
-// close stops watching and gives the terminal back.
+// close stops watching, the sentinel too, and gives the terminal back.
 func (t *terminal) close() {
+	t.stopSentinel()
 	if t.chld != nil {
 		signal.Stop(t.chld)
 	}

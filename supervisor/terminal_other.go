@@ -13,10 +13,13 @@ import (
 // Ctrl+Z), so it reads no terminal and Ctrl+C reaches it through gpuexec.
 type terminal struct{}
 
-func takeTerminal(*exec.Cmd, bool) *terminal { return &terminal{} }
-func (*terminal) started(int, int)           {}
-func (*terminal) stopped() <-chan os.Signal  { return nil }
-func (*terminal) jobStopped() bool           { return false }
-func (*terminal) giveBack()                  {}
-func (*terminal) handOver()                  {}
-func (*terminal) close()                     {}
+func takeTerminal(*exec.Cmd, bool, bool) *terminal { return &terminal{} }
+func (*terminal) started(int, int) error           { return nil }
+func (*terminal) stopped() <-chan os.Signal        { return nil }
+func (*terminal) heard() <-chan os.Signal          { return nil }
+func (*terminal) listening() <-chan struct{}       { return nil }
+func (*terminal) jobStopped() bool                 { return false }
+func (*terminal) giveBack()                        {}
+func (*terminal) handOver()                        {}
+func (*terminal) stopSentinel()                    {}
+func (*terminal) close()                           {}
