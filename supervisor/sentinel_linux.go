@@ -11,6 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -37,6 +40,9 @@ func runSentinel() int {
 		os.Stderr.WriteString(SentinelArg + " is what gpuexec starts in a job's process group; it is not run by hand\n")
 		return ExitFailed
 	}
+	// Started as /proc/self/exe, it would be "exe" in ps and top: it says
+	// what it is there too.
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&sentinelName[0])), 0, 0, 0)
 	// Ctrl+Z stops the job, not its sentinel: gpuexec stops with the job
 	// and continues the group with itself.
 	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
@@ -76,6 +82,10 @@ type sentinel struct {
 	done    chan struct{}  // closed once it was waited for
 	once    sync.Once
 }
+
+// sentinelName is the sentinel's name in ps and top (at most 15 bytes and
+// a NUL, as the kernel keeps it).
+var sentinelName = []byte("gpuexec-sentry\x00")
 
 // sentinelWait bounds the wait for a sentinel to end once it was killed.
 const sentinelWait = time.Second
