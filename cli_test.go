@@ -125,12 +125,16 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "gpuexec-cli-test-")
+	// Every temporary file of these tests and of what they start is in
+	// dir, removed once they have run: a job's TMPDIR, the default lock of
+	// a gpuexec without --lock, the copies other users run.
+	dir, err := testsupport.OwnTempDir("gpuexec-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	testDir = dir
 	if prebuilt := os.Getenv("GPUEXEC_TEST_BINARY"); prebuilt != "" {
 		// Built beforehand, where no Go toolchain runs the tests
 		// (Windows test binaries under Wine: winetest/run).
@@ -143,16 +147,35 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	code := m.Run()
-	for _, f := range afterTests {
-		f()
-	}
-	return code
+	return m.Run()
 }
 
-// afterTests run once every test has: they remove what tests share
-// outside their own temporary folders.
-var afterTests []func()
+// testDir is the folder of this test process's temporary files (see
+// testsupport.OwnTempDir).
+var testDir string
+
+// What these tests and the processes they start write lies in testDir, so
+// that a run leaves nothing in the machine's temporary folder and never
+// touches its default lock: t.TempDir's folders, and the temporary folder
+// of a child, where a gpuexec without --lock would take its lock (--help
+// names it).
+func TestTempFilesStayInTestDir(t *testing.T) {
+	t.Parallel()
+	in := func(what, path string) {
+		t.Helper()
+		if rel, err := filepath.Rel(testDir, path); err != nil || !filepath.IsLocal(rel) {
+			t.Errorf("%s, %s, is not in %s", what, path, testDir)
+		}
+	}
+	in("t.TempDir()", t.TempDir())
+	r := gx(t, nil, "--help")
+	wantCode(t, r, 0)
+	m := regexp.MustCompile(`--lock PATH .*\(default: "([^"]+)"\)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("--help names no default lock:\n%s", r.stdout)
+	}
+	in("the default lock of a gpuexec run without --lock", m[1])
+}
 
 // gpuexecCmd is gpuexec with args and, on top of testsupport.Env, env.
 func gpuexecCmd(env []string, args ...string) *exec.Cmd {

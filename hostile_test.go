@@ -107,7 +107,7 @@ func snapshot(path string) string {
 
 var (
 	forOthersMu   sync.Mutex
-	forOthersDir  string            // a folder every user can reach, removed after the tests
+	forOthersDir  string            // a folder every user can reach, in testDir
 	forOthersBins map[string]string // name → a copy there
 )
 
@@ -121,11 +121,13 @@ func forOtherUsers(t *testing.T, src, name string) string {
 		return bin
 	}
 	if forOthersDir == "" {
-		dir, err := os.MkdirTemp("", "gpuexec-users-")
-		if err != nil {
+		// In this test process's own folder, removed with it: made in
+		// /tmp, the copies (7.6 MB) were left there whenever the removal
+		// after the tests did not run.
+		dir := filepath.Join(testDir, "users")
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		afterTests = append(afterTests, func() { os.RemoveAll(dir) })
 		if err := os.Chmod(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -137,6 +139,15 @@ func forOtherUsers(t *testing.T, src, name string) string {
 	}
 	forOthersBins[name] = bin
 	return bin
+}
+
+// The copies other users run are in testDir, removed with it.
+func TestCopiesForOtherUsersStayInTestDir(t *testing.T) {
+	t.Parallel()
+	bin := sharedGpuexec(t)
+	if rel, err := filepath.Rel(testDir, bin); err != nil || !filepath.IsLocal(rel) {
+		t.Errorf("the copy of gpuexec for other users, %s, is not in %s", bin, testDir)
+	}
 }
 
 // sharedGpuexec is a copy of gpuexec that any user can run.

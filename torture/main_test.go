@@ -63,7 +63,9 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "gpuexec-torture-")
+	// Every temporary file of these tests and of what they start is in
+	// dir, removed once they have run (a job's TMPDIR among them).
+	dir, err := testsupport.OwnTempDir("gpuexec-torture-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -1,7 +1,8 @@
 // Package testsupport holds what the tests of this module share: awaiting a
 // condition with a deadline, checking that something stays blocked, building
-// a binary, a pid no process uses, the state of a process, gpuexec's status
-// and a few helpers for the processes tests start.
+// a binary, a pid no process uses, the state of a process, gpuexec's status,
+// a temporary folder of the test process's own and a few helpers for the
+// processes tests start.
 //
 // It is for tests only and imports no package of this module, so that any
 // package's tests (package lock's own included) may use it.
