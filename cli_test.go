@@ -452,7 +452,7 @@ func TestExitStatusIsTheJobs(t *testing.T) {
 			args := append(slices.Clone(tc.sub), "--lock", lock, "--", helperBin, tc.code)
 			r := gx(t, []string{role("exit")}, args...)
 			wantCode(t, r, tc.want)
-			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 				if !strings.Contains(r.stderr, s) {
 					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
 				}
@@ -1002,7 +1002,7 @@ func TestStaleLockIsClearedByTheNextJob(t *testing.T) {
 
 func TestLogFile(t *testing.T) {
 	t.Parallel()
-	messages := []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"}
+	messages := []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"}
 	for _, asJSON := range []bool{false, true} {
 		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
 			t.Parallel()

@@ -139,7 +139,7 @@ func TestLogLockOfAnotherUser(t *testing.T) {
 		if n := countLines(r.stderr, sidecar, "skipped"); n != 1 {
 			t.Errorf("%d warnings that the log is skipped, want 1:\n%s", n, r.stderr)
 		}
-		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 			if !strings.Contains(r.stderr, msg) {
 				t.Errorf("no %q line on stderr:\n%s", msg, r.stderr)
 			}
@@ -253,7 +253,7 @@ func TestLogSwappedMidRun(t *testing.T) {
 			if n := countLines(r.stderr, logFile, "not the log"); n != 1 {
 				t.Errorf("%d warnings that the log was replaced, want 1:\n%s", n, r.stderr)
 			}
-			if !strings.Contains(r.stderr, "released GPU lock") {
+			if !strings.Contains(r.stderr, "releasing GPU lock") {
 				t.Errorf("the lines stopped on stderr too:\n%s", r.stderr)
 			}
 		})

@@ -957,12 +957,17 @@ func (h *Held) RecordChild(pgid int) error {
 }
 
 // Release deletes the key if it is still ours and revokes the lease. If
-// etcd does not answer, the lease expires by itself within its TTL. Later
+// etcd does not answer, the lease expires by itself within its TTL. The
+// first call logs "releasing GPU lock" before it deletes anything; later
 // calls do nothing.
 func (h *Held) Release() error {
 	if !h.released.CompareAndSwap(false, true) {
 		return nil
 	}
+	// Said before the key goes, as lock.Held.Release says it: in a log
+	// shared with the next holder, it comes before that one's acquired
+	// line.
+	h.o.Logger.Info("releasing GPU lock", "path", h.o.Path)
 	close(h.stop)
 	<-h.done
 	defer h.p.c.close()
@@ -986,9 +991,7 @@ func (h *Held) Release() error {
 	rcancel()
 	if !resp.Succeeded {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path)
-		return nil
 	}
-	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	return nil
 }
 
