@@ -138,8 +138,8 @@ type Options struct {
 	// releasing lines. They name the lock, not the caller: a caller whose
 	// lines must be told apart from others' gives a Logger With its own
 	// fields (gpuexec gives owner, slug and its pid). A waiting line
-	// carries the holder and the queue as fields too (see
-	// Status.WaitingLine). Nil logs nothing.
+	// says the holder and the queue in its message, and has no fields
+	// that repeat it (see Status.WaitingLine). Nil logs nothing.
 	Logger hclog.Logger
 	// Admit, when set, is asked whether free locks may be taken now (the
 	// gpuexec command asks whether the device has the free video memory

@@ -596,30 +596,30 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 			giveUp()
 			return nil, ctx.Err()
 		case <-report.C:
-			if line, fields, st := p.waitingLine(ctx, start); line != "" {
+			if line, st := p.waitingLine(ctx, start); line != "" {
 				// A queue that could not be read (the deadline
 				// near) leaves the holder last seen as it was.
 				if st != nil {
 					*seen = st
 				}
-				o.Logger.Info(line, append([]any{"path", o.Path}, fields...)...)
+				o.Logger.Info(line, "path", o.Path)
 			}
 			report.Reset(o.Report)
 		}
 	}
 }
 
-// waitingLine lists the queue and words the waiting line (and its fields)
-// with the holder and this waiter's position, for a waiter that began at
-// start; "" when this waiter is first (it is taking the lock).
-func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any, *lock.Status) {
+// waitingLine lists the queue and words the waiting line with the holder
+// and this waiter's position, for a waiter that began at start; "" when
+// this waiter is first (it is taking the lock).
+func (p *place) waitingLine(ctx context.Context, start time.Time) (string, *lock.Status) {
 	w := lock.Waiting{Waited: time.Since(start)}
 	w.Until, _ = ctx.Deadline()
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	kvs, err := list(ctx, p.c)
 	if err != nil {
-		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); still waiting", []any{"waited", fmtAge(w.Waited)}, nil
+		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); waited " + fmtAge(w.Waited) + ", still waiting", nil
 	}
 	pos := -1
 	for i, kv := range kvs {
@@ -628,7 +628,7 @@ func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any
 		}
 	}
 	if len(kvs) == 0 || pos == 0 {
-		return "", nil, nil
+		return "", nil
 	}
 	st := holderStatus(p.c, kvs[0])
 	if pos < 0 {
@@ -636,8 +636,7 @@ func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any
 	}
 	// The first key is the holder's: the waiters are the others.
 	w.Position, w.Of = pos, max(len(kvs)-1, pos)
-	line, fields := st.WaitingLine(w)
-	return line, fields, st
+	return st.WaitingLine(w), st
 }
 
 // list is the queue: every key under the prefix, oldest first.
