@@ -928,6 +928,14 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 				r = gx(t, nil, "clear", "--lock", lock, "--force")
 				wantCode(t, r, 0)
 			}
+			// The result is said once, on stdout.
+			said := "cleared"
+			if tc.state == "free" {
+				said = "free: nothing to clear"
+			}
+			if !strings.HasPrefix(r.stdout, said) || r.stderr != "" {
+				t.Errorf("clear: want its result on stdout alone; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
 			wantNoLock(t, lock)
 			wantOnlyGuard(t, dir)
 		})
@@ -968,6 +976,9 @@ func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 
 	r = gx(t, nil, "clear", "--lock", lock, "--force")
 	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "cleared (forced): held by "+name) || r.stderr != "" {
+		t.Errorf("clear --force: want its result on stdout alone; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
 	wantNoLock(t, lock)
 	// The holder finds its lock gone at its next heartbeat and stops the
 	// job (--on-lost stop), so that two jobs never share the GPU.

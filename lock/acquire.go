@@ -987,11 +987,6 @@ func clearOne(o Options, force bool) (*Status, error) {
 	if err := removeIfSame(o.Path, st); err != nil {
 		return st, explainClear(o.Path, st, err)
 	}
-	reason := st.Reason
-	if st.State == StateHeld {
-		reason = "forced"
-	}
-	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
 }
 

@@ -535,7 +535,9 @@ func Inspect(o Options) (*Report, error) {
 // everyone else; the Node tool notices at its next heartbeat. Like every
 // removal here it renames the lock aside and re-reads it first, so a lock
 // created in the meantime is never removed. Clear takes one lock: with
-// devices, name a device's lock file as Path.
+// devices, name a device's lock file as Path. It logs nothing of the lock
+// it returns: the caller says what was cleared. Files that kept a free
+// lock held, which a forced Clear removes, are logged (Options.Logger).
 func Clear(o Options, force bool) (*Status, error) {
 	if len(o.Devices) > 0 {
 		return nil, &OptionError{Option: "devices", Problem: "clear takes one lock: give a device's lock file as the path"}

@@ -777,13 +777,10 @@ func inspect(c *conn, limit time.Duration) (*lock.Status, []lock.Waiter, *mvccpb
 }
 
 // Clear removes the holder's key if it is stale, or with force a live
-// holder's (revoking its lease, so that it notices at once). Waiters are
-// left alone.
+// holder's (revoking its lease, so that it notices at once), and returns
+// it as judged; it logs nothing of it: the caller says what was cleared.
+// Waiters are left alone.
 func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
-	log := o.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
 	c, err := dial(o)
 	if err != nil {
 		return nil, err
@@ -810,11 +807,6 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 		Commit(); err != nil {
 		return st, fmt.Errorf("etcd lock: deleting %s: %w", kv.Key, err)
 	}
-	reason := st.Reason
-	if st.State == lock.StateHeld {
-		reason = "forced"
-	}
-	log.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
 }
 
