@@ -334,3 +334,22 @@ func TestLogDiskFull(t *testing.T) {
 		t.Errorf("the second job's lines are not in the log:\n%s", b)
 	}
 }
+
+// The job started line's command is the job's arguments as a shell reads
+// them back: a plain word bare, anything else single-quoted (a ' in it
+// as \' between two quotings), so that an argument's spaces, quotes and emptiness are not lost and the
+// line can be pasted into a shell.
+func TestLogCommandQuotedAsAShellReadsIt(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	r := gx(t, []string{role("exit")}, "--lock", lock, "--log-format", "json", "--", helperBin, "0", "I am on the GPU", "it's", "", "--lr=0.1")
+	wantCode(t, r, 0)
+	m := byMessage(jsonLines(t, r.stderr), "job started")
+	if m == nil {
+		t.Fatalf("no job started line:\n%s", r.stderr)
+	}
+	want := helperBin + ` 0 'I am on the GPU' 'it'\''s' '' --lr=0.1`
+	if m["command"] != want {
+		t.Errorf("command field\n got %v\nwant %s", m["command"], want)
+	}
+}
