@@ -750,8 +750,9 @@ type Locker interface {
 	LostReason() error
 	// RecordChild notes the process group of the job run under the lock.
 	RecordChild(pgid int) error
-	// Release gives the lock up if it is still ours. Later calls do
-	// nothing.
+	// Release gives the lock up if it is still ours, logging "releasing
+	// GPU lock" before it gives anything up, so that the next holder's
+	// acquired line comes after it. Later calls do nothing.
 	Release() error
 }
 
