@@ -475,7 +475,7 @@ func TestExitStatusIsTheJobs(t *testing.T) {
 			args := append(slices.Clone(tc.sub), "--lock", lock, "--", helperBin, tc.code)
 			r := gx(t, []string{role("exit")}, args...)
 			wantCode(t, r, tc.want)
-			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 				if !strings.Contains(r.stderr, s) {
 					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
 				}
@@ -951,6 +951,14 @@ func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
 				r = gx(t, nil, "clear", "--lock", lock, "--force")
 				wantCode(t, r, 0)
 			}
+			// The result is said once, on stdout.
+			said := "cleared"
+			if tc.state == "free" {
+				said = "free: nothing to clear"
+			}
+			if !strings.HasPrefix(r.stdout, said) || r.stderr != "" {
+				t.Errorf("clear: want its result on stdout alone; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
 			wantNoLock(t, lock)
 			wantOnlyGuard(t, dir)
 		})
@@ -991,6 +999,9 @@ func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 
 	r = gx(t, nil, "clear", "--lock", lock, "--force")
 	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "cleared (forced): held by "+name) || r.stderr != "" {
+		t.Errorf("clear --force: want its result on stdout alone; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
 	wantNoLock(t, lock)
 	// The holder finds its lock gone at its next heartbeat and stops the
 	// job (--on-lost stop), so that two jobs never share the GPU.
@@ -1025,7 +1036,7 @@ func TestStaleLockIsClearedByTheNextJob(t *testing.T) {
 
 func TestLogFile(t *testing.T) {
 	t.Parallel()
-	messages := []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"}
+	messages := []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"}
 	for _, asJSON := range []bool{false, true} {
 		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
 			t.Parallel()

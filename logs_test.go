@@ -82,7 +82,7 @@ func TestLogLinesNameTheJob(t *testing.T) {
 						t.Errorf("%s: %q line does not name the device taken (devices=0): %v", where, msg, m)
 					}
 				}
-				for _, msg := range []string{"job exited", "released GPU lock"} {
+				for _, msg := range []string{"job exited", "releasing GPU lock"} {
 					if byMessage(ls, msg) == nil {
 						t.Errorf("%s: no %q line:\n%s", where, msg, out)
 					}
@@ -124,7 +124,7 @@ func TestLogJSONFileTextStderr(t *testing.T) {
 // --report is not slowed to --poll: with the default poll of 20s and a
 // report every 100ms, lines keep coming. Each says who holds the lock, for
 // how long and until when (its --timeout), the position, the wait so far
-// and the time left; in JSON the holder and the position are fields.
+// and the time left, in its message: in JSON too, no field repeats it.
 func TestReportOnItsOwnSchedule(t *testing.T) {
 	t.Parallel()
 	_, lock := lockIn(t)
@@ -152,8 +152,14 @@ func TestReportOnItsOwnSchedule(t *testing.T) {
 				t.Errorf("waiting line lacks %q: %s", part, msg)
 			}
 		}
-		if m["holder"] != holderName || m["position"] != float64(1) || m["queue-length"] != float64(1) || m["deadline"] == nil || m["defers-in"] == nil {
-			t.Errorf("waiting line's fields: %v", m)
+		// The message says it all: the fields are the job's and the
+		// lock's, none repeats the message.
+		for k := range m {
+			switch k {
+			case "@level", "@message", "@module", "@timestamp", "owner", "slug", "gpuexec-pid", "path":
+			default:
+				t.Errorf("waiting line has a field %q that repeats its message: %v", k, m)
+			}
 		}
 	}
 }
@@ -182,10 +188,97 @@ func TestSharedLogFile(t *testing.T) {
 		seen[fmt.Sprintf("%v %v %v", m["slug"], m["gpuexec-pid"], m["@message"])]++
 	}
 	for i, p := range ps {
-		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 			if k := fmt.Sprintf("job%d %d %s", i, p.pid(), msg); seen[k] != 1 {
 				t.Errorf("%q logged %d times in the shared file", k, seen[k])
 			}
 		}
+	}
+}
+
+// Jobs hand the lock on through one --log file: the first of each chain
+// takes it without waiting (--wait 0), the next two queue. Each job's
+// lines hold one "acquired GPU lock" and, after it, one "releasing GPU
+// lock", and in the file's order each holder's releasing line comes before
+// the acquired line of the holder after it: a handoff never reads as an
+// overlap. The same for a lock, a GPU (--gpus) and a sharer (--share)
+// handing on to a whole-card job.
+func TestHandoffLogReadsInOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		jobs [3][]string
+	}{
+		{"lock", [3][]string{{"--wait", "0"}, nil, nil}},
+		{"gpus", [3][]string{{"--gpus", "0", "--wait", "0"}, {"--gpus", "0"}, {"--gpus", "0"}}},
+		{"share", [3][]string{{"--share", "--vram", "4G", "--wait", "0"}, nil, {"--share", "--vram", "4G"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, lock := lockIn(t)
+			c := newCard(t, rtx4090(500))
+			logFile := filepath.Join(t.TempDir(), "logs", "gpuexec.log")
+			jobs := make([]*sharedJob, len(tc.jobs))
+			for i, extra := range tc.jobs {
+				dir := t.TempDir()
+				j := &sharedJob{ready: filepath.Join(dir, "ready")}
+				args := append([]string{"--lock", lock, "--log", logFile, "--log-format", "json", "--slug", fmt.Sprintf("job%d", i),
+					"--wait", "2m", "--report", "1h"}, extra...)
+				cmd := gpuexecCmd(c.env(role("sharehold"), readyEnv+"="+j.ready), append(args, "--", helperBin)...)
+				var err error
+				if j.stdin, err = cmd.StdinPipe(); err != nil {
+					t.Fatal(err)
+				}
+				j.proc = startProc(t, cmd)
+				jobs[i] = j
+				if i == 0 {
+					awaitStarted(t, j)
+					continue
+				}
+				// Queued (its first waiting line is logged once its
+				// ticket is in the queue), behind the one before.
+				testsupport.Await(t, long, fmt.Sprintf("job%d waiting", i), func() bool {
+					if j.exited() {
+						t.Fatalf("job%d exited:\n%s", i, j.stderr())
+					}
+					return strings.Contains(j.stderr(), "waiting for")
+				})
+			}
+			for _, j := range jobs {
+				awaitStarted(t, j)
+				wantCode(t, j.end(t), 0)
+			}
+			b, err := os.ReadFile(logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls := jsonLines(t, string(b))
+			// at is where each job's acquired and releasing lines are
+			// in the file: -1 for none, -2 for more than one.
+			at := func(j *sharedJob, msg string) int {
+				n := -1
+				for i, m := range ls {
+					if m["gpuexec-pid"] == float64(j.pid()) && m["@message"] == msg {
+						if n != -1 {
+							return -2
+						}
+						n = i
+					}
+				}
+				return n
+			}
+			for i, j := range jobs {
+				acq, rel := at(j, "acquired GPU lock"), at(j, "releasing GPU lock")
+				if acq < 0 || rel < 0 || rel < acq {
+					t.Errorf("job%d: acquired line at %d, releasing line at %d (-1: none, -2: more than one); want one of each, in that order:\n%s", i, acq, rel, b)
+				}
+				if i == 0 {
+					continue
+				}
+				if prev := at(jobs[i-1], "releasing GPU lock"); prev < 0 || prev > acq {
+					t.Errorf("job%d's releasing line (at %d) is not before job%d's acquired line (at %d):\n%s", i-1, prev, i, acq, b)
+				}
+			}
+		})
 	}
 }

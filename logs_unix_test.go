@@ -139,7 +139,7 @@ func TestLogLockOfAnotherUser(t *testing.T) {
 		if n := countLines(r.stderr, sidecar, "skipped"); n != 1 {
 			t.Errorf("%d warnings that the log is skipped, want 1:\n%s", n, r.stderr)
 		}
-		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+		for _, msg := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 			if !strings.Contains(r.stderr, msg) {
 				t.Errorf("no %q line on stderr:\n%s", msg, r.stderr)
 			}
@@ -253,7 +253,7 @@ func TestLogSwappedMidRun(t *testing.T) {
 			if n := countLines(r.stderr, logFile, "not the log"); n != 1 {
 				t.Errorf("%d warnings that the log was replaced, want 1:\n%s", n, r.stderr)
 			}
-			if !strings.Contains(r.stderr, "released GPU lock") {
+			if !strings.Contains(r.stderr, "releasing GPU lock") {
 				t.Errorf("the lines stopped on stderr too:\n%s", r.stderr)
 			}
 		})
@@ -332,5 +332,24 @@ func TestLogDiskFull(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"job exited"`) {
 		t.Errorf("the second job's lines are not in the log:\n%s", b)
+	}
+}
+
+// The job started line's command is the job's arguments as a shell reads
+// them back: a plain word bare, anything else single-quoted (a ' in it
+// as \' between two quotings), so that an argument's spaces, quotes and emptiness are not lost and the
+// line can be pasted into a shell.
+func TestLogCommandQuotedAsAShellReadsIt(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	r := gx(t, []string{role("exit")}, "--lock", lock, "--log-format", "json", "--", helperBin, "0", "I am on the GPU", "it's", "", "--lr=0.1")
+	wantCode(t, r, 0)
+	m := byMessage(jsonLines(t, r.stderr), "job started")
+	if m == nil {
+		t.Fatalf("no job started line:\n%s", r.stderr)
+	}
+	want := helperBin + ` 0 'I am on the GPU' 'it'\''s' '' --lr=0.1`
+	if m["command"] != want {
+		t.Errorf("command field\n got %v\nwant %s", m["command"], want)
 	}
 }

@@ -79,13 +79,6 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	acquired := func(h *Held) {
-		f := []any{"path", o.Path, "waited", fmtAge(time.Since(start))}
-		if h.devices != nil {
-			f = append(f, "devices", strings.Join(h.devices, ","))
-		}
-		o.Logger.Info("acquired GPU lock", f...)
-	}
 	pl := &place{q: newQueue(o.Path, t.paths)}
 	// Admit is asked only from a place in the queue (a ticket): it takes
 	// a while, and whoever comes meanwhile must queue behind this waiter,
@@ -103,7 +96,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	case err != nil:
 		return nil, err
 	case h != nil:
-		acquired(h)
+		h.logAcquired(time.Since(start))
 		return h, nil
 	}
 	// Watch before the next look, so that no release goes unnoticed.
@@ -149,7 +142,7 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 		if h != nil {
 			h.retire(pl.tk, wk)
 			pl.tk, keep = nil, true
-			acquired(h)
+			h.logAcquired(time.Since(start))
 			return h, nil
 		}
 		rep.first(seen)
@@ -994,11 +987,6 @@ func clearOne(o Options, force bool) (*Status, error) {
 	if err := removeIfSame(o.Path, st); err != nil {
 		return st, explainClear(o.Path, st, err)
 	}
-	reason := st.Reason
-	if st.State == StateHeld {
-		reason = "forced"
-	}
-	o.Logger.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
 }
 

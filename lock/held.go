@@ -335,26 +335,23 @@ func (h *fileLock) release() error {
 	// sweep), and the next holder must not have to wait for it. A judge
 	// without the guard that looks in between finds the record with its
 	// liveness file gone and this process alive: held.
-	var removed bool
 	var tomb string
 	var err error
 	switch {
 	case h.share != nil:
-		removed, err = h.leaveGuarded()
+		_, err = h.leaveGuarded()
 	case h.cover:
-		removed, err = h.leaveCover()
+		_, err = h.leaveCover()
 	default:
 		h.live.release()
-		removed, tomb, err = h.removeRecord()
+		_, tomb, err = h.removeRecord()
 	}
-	// The guard goes before the log line and the deletion of the record
-	// set aside: the next holder, woken by the removal, is waiting for it.
+	// The guard goes before the deletion of the record set aside: the
+	// next holder, woken by the removal, is waiting for it. (Held.Release
+	// logged the releasing line before any of this.)
 	g.release()
 	if derr := deleteSetAside(tomb); derr != nil {
 		err = fmt.Errorf("lock: release: %w", derr)
-	}
-	if removed && !h.cover {
-		h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	}
 	return err
 }

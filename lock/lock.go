@@ -52,7 +52,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -133,11 +135,11 @@ type Options struct {
 	// waiters show it. 0 (or less) records none. Nothing here enforces it.
 	HoldLimit time.Duration
 	// Logger receives the waiting, acquired, stale-cleared, lost and
-	// released lines. They name the lock, not the caller: a caller whose
+	// releasing lines. They name the lock, not the caller: a caller whose
 	// lines must be told apart from others' gives a Logger With its own
 	// fields (gpuexec gives owner, slug and its pid). A waiting line
-	// carries the holder and the queue as fields too (see
-	// Status.WaitingLine). Nil logs nothing.
+	// says the holder and the queue in its message, and has no fields
+	// that repeat it (see Status.WaitingLine). Nil logs nothing.
 	Logger hclog.Logger
 	// Admit, when set, is asked whether free locks may be taken now (the
 	// gpuexec command asks whether the device has the free video memory
@@ -309,8 +311,10 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 // TryAcquire takes the lock (or Need of the devices) if it is free or stale
 // and no waiter is queued for it, without waiting. Contention is a
 // *WaitError wrapping ErrHeld, with the locks it saw, or ErrRefused when
-// they were free but Options.Admit did not admit enough of them.
+// they were free but Options.Admit did not admit enough of them. It logs
+// the acquired line, as Acquire does.
 func TryAcquire(o Options) (*Held, error) {
+	start := time.Now()
 	o, t, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -332,6 +336,7 @@ func TryAcquire(o Options) (*Held, error) {
 	case h == nil:
 		return nil, &WaitError{Seen: seen, Err: ErrHeld}
 	}
+	h.logAcquired(time.Since(start))
 	return h, nil
 }
 
@@ -589,7 +594,9 @@ func Inspect(o Options) (*Report, error) {
 // everyone else; the Node tool notices at its next heartbeat. Like every
 // removal here it renames the lock aside and re-reads it first, so a lock
 // created in the meantime is never removed. Clear takes one lock: with
-// devices, name a device's lock file as Path.
+// devices, name a device's lock file as Path. It logs nothing of the lock
+// it returns: the caller says what was cleared. Files that kept a free
+// lock held, which a forced Clear removes, are logged (Options.Logger).
 func Clear(o Options, force bool) (*Status, error) {
 	if len(o.Devices) > 0 {
 		return nil, &OptionError{Option: "devices", Problem: "clear takes one lock: give a device's lock file as the path"}
@@ -628,6 +635,8 @@ type Held struct {
 	// was told of it.
 	groupMu sync.Mutex
 	group   jobGroup
+	// releasing is set by the first Release.
+	releasing atomic.Bool
 }
 
 // Path is the lock file's absolute path (with devices, the queue's).
@@ -744,10 +753,35 @@ func (h *Held) jobGroup(pgid int) jobGroup {
 	return h.group
 }
 
+// logAcquired logs the acquired line: the lock, how long it was waited
+// for, and the devices taken.
+func (h *Held) logAcquired(waited time.Duration) {
+	h.o.Logger.Info("acquired GPU lock", append(h.logFields(), "waited", fmtAge(waited))...)
+}
+
+// logFields name the lock held in its acquired and releasing lines: its
+// path, and the devices taken.
+func (h *Held) logFields() []any {
+	f := []any{"path", h.o.Path}
+	if h.devices != nil {
+		f = append(f, "devices", strings.Join(h.devices, ","))
+	}
+	return f
+}
+
 // Release stops the heartbeat and removes each lock file that still holds
 // this holder's pid and token; a lock that is no longer ours is left alone.
 // It is safe to call more than once; later calls do nothing.
+//
+// The first call logs "releasing GPU lock" before it gives anything up, so
+// that in a log several holders share, a holder's releasing line comes
+// before the acquired line of the one it hands the lock to. A release
+// that then fails says so in its error; a lock found to be no longer ours
+// is logged as such.
 func (h *Held) Release() error {
+	if h.releasing.CompareAndSwap(false, true) {
+		h.o.Logger.Info("releasing GPU lock", h.logFields()...)
+	}
 	var errs []error
 	for _, l := range h.locks {
 		errs = append(errs, l.release())
@@ -779,8 +813,9 @@ type Locker interface {
 	LostReason() error
 	// RecordChild notes the process group of the job run under the lock.
 	RecordChild(pgid int) error
-	// Release gives the lock up if it is still ours. Later calls do
-	// nothing.
+	// Release gives the lock up if it is still ours, logging "releasing
+	// GPU lock" before it gives anything up, so that the next holder's
+	// acquired line comes after it. Later calls do nothing.
 	Release() error
 }
 

@@ -30,21 +30,21 @@ type Waiting struct {
 	Until time.Time
 }
 
-// WaitingLine is the line a waiter at w logs while s holds the lock —
+// WaitingLine is the line a waiter at w logs while s holds the lock:
 // "waiting for GPU lock: held by channels/ep12 (pid 4242) for 12m,
-// deadline 21:40 (in 28m); position 2 of 3; waited 5m, defers in 2h25m" —
-// and the same as log fields (key/value pairs): holder, held-for, deadline
-// (the record's, when it has one), position and queue-length, waited,
-// defers-in. Every backend logs this line.
-func (s *Status) WaitingLine(w Waiting) (string, []any) {
+// deadline 21:40 (in 28m); position 2 of 3; waited 5m, defers in 2h25m".
+// The line says it all: it is logged without fields that would repeat it
+// (a reader of JSON logs who wants the holder and the queue as data has
+// status --json). What other users wrote (owner, slug, host) is in it as
+// Info.Holder makes it printable. Every backend logs this line.
+func (s *Status) WaitingLine(w Waiting) string {
 	return waitingLine([]*Status{s}, w, time.Now())
 }
 
-// waitingLine is the waiting line and its fields for the locks seen (one,
-// or each device's) at now.
-func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
+// waitingLine is the waiting line for the locks seen (one, or each
+// device's) at now.
+func waitingLine(seen []*Status, w Waiting, now time.Time) string {
 	var b strings.Builder
-	var fields []any
 	plain, beside := splitSeen(seen)
 	switch {
 	case plainHeld(plain):
@@ -53,15 +53,6 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 		if len(beside) > 0 {
 			// Devices kept from being taken by a job on every GPU.
 			b.WriteString(", a job on every GPU")
-		}
-		fields = append(fields, "holder", st.Holder())
-		if st.Info != nil {
-			if t := st.Info.Acquired(); !t.IsZero() {
-				fields = append(fields, "held-for", fmtSpan(now.Sub(t)))
-			}
-			if st.Info.Deadline != "" {
-				fields = append(fields, "deadline", st.Info.Deadline)
-			}
 		}
 	case plain != nil && heldIn(beside):
 		// A plain lock kept from being taken by devices beside it.
@@ -77,7 +68,6 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 			first = false
 			b.WriteString("GPU " + st.Device + " by " + holding(st, now))
 		}
-		fields = append(fields, "holder", holders(seen))
 	case len(beside) > 1 || (len(beside) == 1 && plain == nil):
 		b.WriteString("waiting for GPU locks: ")
 		first := true
@@ -96,12 +86,10 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) (string, []any) {
 				b.WriteString(name + ": held by " + holding(st, now))
 			}
 		}
-		fields = append(fields, "holder", holders(seen))
 	default:
 		b.WriteString("waiting for GPU lock: free, but earlier arrivals go first")
 	}
-	tail, more := waitTail(w, now)
-	return b.String() + tail, append(fields, more...)
+	return b.String() + waitTail(w, now)
 }
 
 // plainHeld reports whether st, the plain lock as seen, is held for itself:
@@ -137,34 +125,27 @@ func heldIn(locks []*Status) bool {
 	return false
 }
 
-// admitLine is the waiting line, and its fields, of a waiter at the head
-// whose free locks Options.Admit refused for why: "waiting for 10.0 GiB on
-// GPU 0: 3.1 GiB free; pid 4711 python (17.2 GiB) not under gpuexec;
-// position 1 of 2; waited 5m, defers in 2h25m".
-func admitLine(why string, w Waiting, now time.Time) (string, []any) {
-	tail, fields := waitTail(w, now)
-	return "waiting for " + why + tail, append([]any{"waiting-for", why}, fields...)
+// admitLine is the waiting line of a waiter at the head whose free locks
+// Options.Admit refused for why: "waiting for 10.0 GiB on GPU 0: 3.1 GiB
+// free; pid 4711 python (17.2 GiB) not under gpuexec; position 1 of 2;
+// waited 5m, defers in 2h25m".
+func admitLine(why string, w Waiting, now time.Time) string {
+	return "waiting for " + why + waitTail(w, now)
 }
 
 // waitTail is what every waiting line ends with: the position, the wait
 // so far and the time left ("; position 2 of 3; waited 5m, defers in
-// 2h25m"), and the same as fields.
-func waitTail(w Waiting, now time.Time) (string, []any) {
+// 2h25m").
+func waitTail(w Waiting, now time.Time) string {
 	var b strings.Builder
-	var fields []any
 	if w.Position > 0 {
-		of := max(w.Of, w.Position)
-		fmt.Fprintf(&b, "; position %d of %d", w.Position, of)
-		fields = append(fields, "position", w.Position, "queue-length", of)
+		fmt.Fprintf(&b, "; position %d of %d", w.Position, max(w.Of, w.Position))
 	}
 	b.WriteString("; waited " + fmtSpan(w.Waited))
-	fields = append(fields, "waited", fmtSpan(w.Waited))
 	if !w.Until.IsZero() {
-		left := fmtSpan(w.Until.Sub(now))
-		b.WriteString(", defers in " + left)
-		fields = append(fields, "defers-in", left)
+		b.WriteString(", defers in " + fmtSpan(w.Until.Sub(now)))
 	}
-	return b.String(), fields
+	return b.String()
 }
 
 // holding is who holds st, for how long already and until when at most:
@@ -279,11 +260,11 @@ func (r *reporter) report(seen []*Status) {
 		pos, of = r.pl.pos, r.pl.pos
 	}
 	w := Waiting{Position: pos, Of: of, Waited: now.Sub(r.start), Until: r.until}
-	line, fields := waitingLine(seen, w, now)
+	line := waitingLine(seen, w, now)
 	if r.pl.why != "" {
-		line, fields = admitLine(r.pl.why, w, now)
+		line = admitLine(r.pl.why, w, now)
 	}
-	r.o.Logger.Info(line, append([]any{"path", r.o.Path}, fields...)...)
+	r.o.Logger.Info(line, "path", r.o.Path)
 }
 
 // standing is the place of the waiter with ticket seq among the live

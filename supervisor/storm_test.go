@@ -145,7 +145,7 @@ func TestSignalStormInProcess(t *testing.T) {
 				if _, err := os.Lstat(cfg.Lock.Path); err == nil {
 					t.Errorf("the lock is still there after Run returned")
 				}
-				if !strings.Contains(logs.String(), "released GPU lock") {
+				if !strings.Contains(logs.String(), "releasing GPU lock") {
 					t.Errorf("no release logged:\n%s", logs)
 				}
 			})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/cmdline"
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
@@ -508,7 +509,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
 	noteErr := held.NoteChild(grp.id())
-	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", strings.Join(cfg.Argv, " ")}, held.logFields()...)...)
+	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", cmdline.Line(cfg.Argv)}, held.logFields()...)...)
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}

@@ -108,7 +108,7 @@ func TestLockReleasedAfterRun(t *testing.T) {
 	if code := Run(context.Background(), cfg); code != 0 {
 		t.Fatalf("Run = %d\n%s", code, logs)
 	}
-	for _, line := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+	for _, line := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("log lacks %q:\n%s", line, logs)
 		}

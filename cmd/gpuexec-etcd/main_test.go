@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -309,7 +310,7 @@ func TestJobUnderEtcdLock(t *testing.T) {
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("gpuexec: %d\n%s", code, p.err)
 	}
-	for _, want := range []string{"acquired GPU lock", "job started", "job exited", "released GPU lock"} {
+	for _, want := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
 		if !strings.Contains(p.err.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, p.err)
 		}
@@ -407,6 +408,68 @@ func TestOwnFailuresAre125(t *testing.T) {
 		if code != 125 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: %d, want 125 and %q\n%s", c.args, code, c.want, errOut)
 		}
+	}
+}
+
+// Jobs hand an etcd lock on through one --log file, the first taking it
+// without waiting (--wait 0): each job logs one acquired line and, after
+// it, one releasing line, and each holder's releasing line comes before
+// the next holder's acquired line in the file.
+func TestHandoffLogReadsInOrder(t *testing.T) {
+	srv := sharedEtcd(t)
+	url := srv.URL("gpuexec-e2e/handoff-log", "")
+	logFile := filepath.Join(t.TempDir(), "gpuexec.log")
+	logArgs := []string{"--lock", url, "--log", logFile, "--log-format", "json"}
+	first, _ := holdJob(t, url, append(logArgs, "--wait", "0")...)
+	jobs := []*proc{first}
+	for i := 1; i <= 2; i++ {
+		jobs = append(jobs, start(t, env(), append(logArgs, "--wait", "1m", "--", "true")...))
+		waitFor(t, "the next job queued", func() bool { return queueLen(t, url) == i })
+	}
+	first.stdin.Close()
+	for _, p := range jobs {
+		if code := p.wait(t); code != 0 {
+			t.Fatalf("gpuexec: %d\n%s", code, p.err)
+		}
+	}
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, fmt.Sprintf("%v %v", m["gpuexec-pid"], m["@message"]))
+	}
+	// at is where job p's line msg is: -1 for none, -2 for more than one.
+	at := func(p *proc, msg string) int {
+		n := -1
+		for i, l := range lines {
+			if l == fmt.Sprintf("%d %s", p.cmd.Process.Pid, msg) {
+				if n != -1 {
+					return -2
+				}
+				n = i
+			}
+		}
+		return n
+	}
+	for i, p := range jobs {
+		acq, rel := at(p, "acquired GPU lock"), at(p, "releasing GPU lock")
+		if acq < 0 || rel < acq {
+			t.Errorf("job %d: acquired line at %d, releasing line at %d (-1: none, -2: more than one); want one of each, in that order", i, acq, rel)
+		}
+		if i > 0 {
+			if prev := at(jobs[i-1], "releasing GPU lock"); prev < 0 || prev > acq {
+				t.Errorf("job %d's releasing line (at %d) is not before job %d's acquired line (at %d)", i-1, prev, i, acq)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("the log:\n%s", strings.Join(lines, "\n"))
 	}
 }
 

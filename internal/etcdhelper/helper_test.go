@@ -163,7 +163,7 @@ func TestAgentHoldsRecordsAndReleases(t *testing.T) {
 	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("lock file left after Release: %v", err)
 	}
-	for _, want := range []string{"acquired GPU lock", "released GPU lock"} {
+	for _, want := range []string{"acquired GPU lock", "releasing GPU lock"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q (lines are forwarded from the helper):\n%s", want, logs.String())
 		}

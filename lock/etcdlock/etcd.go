@@ -596,30 +596,30 @@ func (b Backend) wait(ctx context.Context, c *conn, o lock.Options, start time.T
 			giveUp()
 			return nil, ctx.Err()
 		case <-report.C:
-			if line, fields, st := p.waitingLine(ctx, start); line != "" {
+			if line, st := p.waitingLine(ctx, start); line != "" {
 				// A queue that could not be read (the deadline
 				// near) leaves the holder last seen as it was.
 				if st != nil {
 					*seen = st
 				}
-				o.Logger.Info(line, append([]any{"path", o.Path}, fields...)...)
+				o.Logger.Info(line, "path", o.Path)
 			}
 			report.Reset(o.Report)
 		}
 	}
 }
 
-// waitingLine lists the queue and words the waiting line (and its fields)
-// with the holder and this waiter's position, for a waiter that began at
-// start; "" when this waiter is first (it is taking the lock).
-func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any, *lock.Status) {
+// waitingLine lists the queue and words the waiting line with the holder
+// and this waiter's position, for a waiter that began at start; "" when
+// this waiter is first (it is taking the lock).
+func (p *place) waitingLine(ctx context.Context, start time.Time) (string, *lock.Status) {
 	w := lock.Waiting{Waited: time.Since(start)}
 	w.Until, _ = ctx.Deadline()
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	kvs, err := list(ctx, p.c)
 	if err != nil {
-		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); still waiting", []any{"waited", fmtAge(w.Waited)}, nil
+		return "waiting for GPU lock: cannot read the queue from etcd (" + err.Error() + "); waited " + fmtAge(w.Waited) + ", still waiting", nil
 	}
 	pos := -1
 	for i, kv := range kvs {
@@ -628,7 +628,7 @@ func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any
 		}
 	}
 	if len(kvs) == 0 || pos == 0 {
-		return "", nil, nil
+		return "", nil
 	}
 	st := holderStatus(p.c, kvs[0])
 	if pos < 0 {
@@ -636,8 +636,7 @@ func (p *place) waitingLine(ctx context.Context, start time.Time) (string, []any
 	}
 	// The first key is the holder's: the waiters are the others.
 	w.Position, w.Of = pos, max(len(kvs)-1, pos)
-	line, fields := st.WaitingLine(w)
-	return line, fields, st
+	return st.WaitingLine(w), st
 }
 
 // list is the queue: every key under the prefix, oldest first.
@@ -778,13 +777,10 @@ func inspect(c *conn, limit time.Duration) (*lock.Status, []lock.Waiter, *mvccpb
 }
 
 // Clear removes the holder's key if it is stale, or with force a live
-// holder's (revoking its lease, so that it notices at once). Waiters are
-// left alone.
+// holder's (revoking its lease, so that it notices at once), and returns
+// it as judged; it logs nothing of it: the caller says what was cleared.
+// Waiters are left alone.
 func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
-	log := o.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
 	c, err := dial(o)
 	if err != nil {
 		return nil, err
@@ -811,11 +807,6 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 		Commit(); err != nil {
 		return st, fmt.Errorf("etcd lock: deleting %s: %w", kv.Key, err)
 	}
-	reason := st.Reason
-	if st.State == lock.StateHeld {
-		reason = "forced"
-	}
-	log.Warn("cleared GPU lock", "path", o.Path, "holder", st.Holder(), "reason", reason)
 	return st, nil
 }
 
@@ -957,12 +948,17 @@ func (h *Held) RecordChild(pgid int) error {
 }
 
 // Release deletes the key if it is still ours and revokes the lease. If
-// etcd does not answer, the lease expires by itself within its TTL. Later
+// etcd does not answer, the lease expires by itself within its TTL. The
+// first call logs "releasing GPU lock" before it deletes anything; later
 // calls do nothing.
 func (h *Held) Release() error {
 	if !h.released.CompareAndSwap(false, true) {
 		return nil
 	}
+	// Said before the key goes, as lock.Held.Release says it: in a log
+	// shared with the next holder, it comes before that one's acquired
+	// line.
+	h.o.Logger.Info("releasing GPU lock", "path", h.o.Path)
 	close(h.stop)
 	<-h.done
 	defer h.p.c.close()
@@ -986,9 +982,7 @@ func (h *Held) Release() error {
 	rcancel()
 	if !resp.Succeeded {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path)
-		return nil
 	}
-	h.o.Logger.Info("released GPU lock", "path", h.o.Path)
 	return nil
 }
 
