@@ -92,7 +92,7 @@ func TestCtrlCInATerminalEndsAStuckJob(t *testing.T) {
 			if err := syscall.Kill(-job, 0); !errors.Is(err, syscall.ESRCH) {
 				t.Errorf("the job's group is still there after gpuexec exited: kill(-%d, 0) = %v", job, err)
 			}
-			testsupport.Await(t, long, "the job's last words on the terminal", func() bool { return strings.Contains(out.String(), "released GPU lock") })
+			testsupport.Await(t, long, "the job's last words on the terminal", func() bool { return strings.Contains(out.String(), "releasing GPU lock") })
 			if n := strings.Count(out.String(), "signal heard"); n != 1 {
 				t.Errorf("the job got the signal %d times, want once\n%s", n, out)
 			}
