@@ -108,8 +108,7 @@ func lockFlag() cli.Flag {
 }
 
 func staleFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "stale", Value: lock.DefaultStale, EnvVars: env("STALE"),
-		Usage: "a lock whose heartbeat (mtime) is older than this is stale"}
+	return durationFlag("stale", lock.DefaultStale, "STALE", "a lock whose heartbeat (mtime) is older than this is stale", nil)
 }
 
 func gpusFlag() cli.Flag {
@@ -169,14 +168,14 @@ func runFlags() []cli.Flag {
 		lockFlag(),
 		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
 		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
-		&cli.DurationFlag{Name: "wait", Value: 150 * time.Minute, EnvVars: env("WAIT"), Usage: "longest time to queue for the lock; 0 tries once"},
-		&cli.DurationFlag{Name: "poll", Value: lock.DefaultPoll, EnvVars: env("POLL"), Usage: "how often a waiter re-checks the lock"},
-		&cli.DurationFlag{Name: "report", Value: lock.DefaultReport, EnvVars: env("REPORT"), Usage: "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers"},
-		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
+		durationFlag("wait", 150*time.Minute, "WAIT", "longest time to queue for the lock; 0 tries once, forever waits as long as it takes", waitForever),
+		durationFlag("poll", lock.DefaultPoll, "POLL", "how often a waiter re-checks the lock (not with an etcd lock)", nil),
+		durationFlag("report", lock.DefaultReport, "REPORT", "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers", nil),
+		durationFlag("heartbeat", lock.DefaultHeartbeat, "HEARTBEAT", "while holding, touch the lock's mtime this often", nil),
 		staleFlag(),
-		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)"},
+		durationFlag("timeout", 0, "TIMEOUT", "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)", nil),
 		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
-		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP"},
+		durationFlag("kill-after", supervisor.DefaultKillAfter, "KILL_AFTER", "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP. 0: SIGKILL with the first signal; never: no SIGKILL (a job that ignores the first signal keeps the GPU until it exits). With an etcd lock, under a third of its ttl", killNever),
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
@@ -281,7 +280,7 @@ func failed(format string, a ...any) error {
 // is at least lock.MinInterval, so that none keeps a core busy.
 func intervals(c *cli.Context, names ...string) error {
 	for _, n := range names {
-		if d := c.Duration(n); d < lock.MinInterval {
+		if d := durationOf(c, n); d < lock.MinInterval {
 			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
 		}
 	}
@@ -315,7 +314,7 @@ func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Op
 	if err != nil {
 		return lock.Options{}, err
 	}
-	o := lock.Options{Path: path, Stale: c.Duration("stale")}
+	o := lock.Options{Path: path, Stale: durationOf(c, "stale")}
 	if withDevices {
 		if o.Devices, err = devices(ctx, c); err != nil {
 			return o, err
@@ -427,11 +426,11 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 	}
 	cfg = supervisor.Config{
 		Lock:           o,
-		Wait:           c.Duration("wait"),
+		Wait:           durationOf(c, "wait"),
 		Argv:           argv,
-		Timeout:        c.Duration("timeout"),
+		Timeout:        durationOf(c, "timeout"),
 		TimeoutSignal:  sig,
-		KillAfter:      c.Duration("kill-after"),
+		KillAfter:      durationOf(c, "kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
 		NotFoundHint:   didYouMean(c.App.VisibleCommands()),

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -44,6 +45,12 @@ const (
 // told to stop.
 const DefaultKillAfter = 10 * time.Second
 
+// Forever, as Config.Wait, waits for the lock as long as it takes (no
+// deadline; a signal still ends the wait); as Config.KillAfter, sends no
+// SIGKILL: the first signal alone, and a job that ignores it runs, holding
+// the lock, until it exits. It is the longest time.Duration.
+const Forever = time.Duration(math.MaxInt64)
+
 // Environment variables set for the child. None of them is one of
 // gpuexec's own GPUEXEC_<FLAG> variables: a gpuexec run inside the job
 // reads its flags from what the user set, never from what its parent
@@ -64,7 +71,8 @@ type Config struct {
 	// Backend takes the lock; nil means the one Lock.Path names: lock
 	// files, or the gpuexec-etcd helper for an etcd:// URL.
 	Backend lock.Backend
-	// Wait is the longest time to queue for the lock; 0 tries once.
+	// Wait is the longest time to queue for the lock; 0 tries once,
+	// Forever waits as long as it takes.
 	Wait time.Duration
 	// Argv is the command and its arguments.
 	Argv []string
@@ -87,7 +95,9 @@ type Config struct {
 	// users write it.
 	TimeoutSignal os.Signal
 	// KillAfter is the grace between the first signal to the group (at
-	// Timeout, a forwarded one, the lock lost) and SIGKILL.
+	// Timeout, a forwarded one, the lock lost) and SIGKILL; 0 sends
+	// SIGKILL with the first signal, Forever never sends it. With an
+	// etcd lock it is under a third of the lease's ttl (see Validate).
 	KillAfter time.Duration
 	// ContinueOnLost lets the job finish when the lock is lost while it
 	// runs; by default the job is stopped, so that two jobs never share
@@ -256,7 +266,7 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
 	var wctx context.Context
 	var cancel context.CancelFunc
-	if cfg.Wait > 0 {
+	if cfg.Wait > 0 && cfg.Wait != Forever {
 		wctx, cancel = context.WithTimeout(ctx, cfg.Wait)
 	} else {
 		wctx, cancel = context.WithCancel(ctx)
@@ -598,6 +608,9 @@ func (w *watch) stop(sig os.Signal) {
 		return
 	}
 	w.termSent = true
+	if w.cfg.KillAfter == Forever {
+		return // no SIGKILL: the first signal alone
+	}
 	w.killAt = time.Now().Add(w.cfg.KillAfter)
 	w.killTimer = time.NewTimer(w.cfg.KillAfter)
 }
@@ -744,7 +757,7 @@ func (w *watch) drain() {
 			// the graceful stop too.
 			w.grp.stopStrays(terminate)
 		}
-		if !w.killed && !now.Before(w.killAt) {
+		if !w.killed && w.killTimer != nil && !now.Before(w.killAt) {
 			w.log.Warn("processes left by the job still run after the grace period; killing them", "left", w.grp.describeLeft())
 			w.kill()
 			giveUp = now.Add(drainKillWait)
