@@ -254,11 +254,11 @@ func resolve(name string) (string, int, error) {
 		return "", ExitCannotExec, fmt.Errorf("%s: is a folder, not a command", name)
 	case errors.Is(err, exec.ErrDot):
 		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
-	case foundNotExecutable(name):
-		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
-	default:
-		return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
 	}
+	if err := notRunnable(name); err != nil {
+		return "", ExitCannotExec, err
+	}
+	return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
 }
 
 // acquire queues for the lock, returning it, or nil and the exit status.
