@@ -360,6 +360,9 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	}
 	defer closeLog()
 	job := logger.With(fields...)
+	if ignored, _ := etcdPoll(c, cfg.Lock.Path); ignored != "" {
+		job.Warn(ignored)
+	}
 	cfg.Lock.Logger = job.Named("lock")
 	cfg.Logger = job.Named("supervisor")
 	sigs, stop := signals.Notify()
@@ -400,8 +403,11 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 	if err != nil {
 		return cfg, err
 	}
+	if _, err := etcdPoll(c, o.Path); err != nil {
+		return cfg, err
+	}
 	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
-	o.Poll, o.Report, o.Heartbeat = c.Duration("poll"), c.Duration("report"), c.Duration("heartbeat")
+	o.Poll, o.Report, o.Heartbeat = durationOf(c, "poll"), durationOf(c, "report"), durationOf(c, "heartbeat")
 	if o.Owner == "" {
 		o.Owner = lock.DefaultOwner()
 	}
@@ -447,6 +453,25 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		return cfg, optionFailed(err)
 	}
 	return cfg, nil
+}
+
+// etcdPoll is what --poll comes to with an etcd lock at path, where it
+// has no effect (the lease is the heartbeat): given on the command line it
+// is refused; from GPUEXEC_POLL alone, which may be meant for the lock
+// files of other jobs, it is ignored, and ignored is the line that says
+// so. Neither without an etcd lock or a --poll.
+func etcdPoll(c *cli.Context, path string) (ignored string, err error) {
+	if !etcdurl.Is(path) || !c.IsSet("poll") {
+		return "", nil
+	}
+	// A value given both ways is the command line's; the same value
+	// given both ways is taken for the variable's.
+	if v, set := os.LookupEnv("GPUEXEC_POLL"); set {
+		if d, err := parseDuration(v, nil); err == nil && d == durationOf(c, "poll") {
+			return "GPUEXEC_POLL has no effect on an etcd lock (its lease is the heartbeat): ignored", nil
+		}
+	}
+	return "", failed("--poll has no effect on an etcd lock: its lease is the heartbeat (the URL's ttl=); leave --poll out")
 }
 
 // jobFields are the fields every log line of the job carries: who runs it,

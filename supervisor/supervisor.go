@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
@@ -158,8 +159,9 @@ func (cfg Config) backend() lock.Backend {
 
 // Validate reports what is wrong with cfg, touching nothing: the lock's
 // options as its backend checks them, and the job's durations (an
-// *lock.OptionError naming wait, timeout or kill-after). Run checks the
-// same; a program calls it to refuse bad input before it starts.
+// *lock.OptionError naming wait, timeout or kill-after), KillAfter with
+// an etcd lock among them (see leaseGrace). Run checks the same; a
+// program calls it to refuse bad input before it starts.
 func (cfg Config) Validate() error {
 	for _, d := range []struct {
 		name string
@@ -175,7 +177,40 @@ func (cfg Config) Validate() error {
 	if err := cfg.checkGPU(); err != nil {
 		return err
 	}
-	return cfg.backend().Check(cfg.Lock)
+	if err := cfg.backend().Check(cfg.Lock); err != nil {
+		return err
+	}
+	return cfg.leaseGrace()
+}
+
+// leaseGrace checks KillAfter against an etcd lock's lease: a holder cut
+// off from etcd declares the lock lost and stops the job two thirds of the
+// ttl after its last renewal, and etcd may give the lock to the next
+// waiter one ttl after it; so the job's SIGKILL must come before, with
+// KillAfter under a third of the ttl (docs/etcd.md, "What the lock
+// guarantees"). With ContinueOnLost the job is not stopped when the lock
+// is lost, and the rule does not apply.
+func (cfg Config) leaseGrace() error {
+	if cfg.ContinueOnLost || !etcdurl.Is(cfg.Lock.Path) {
+		return nil
+	}
+	u, err := etcdurl.Parse(cfg.Lock.Path)
+	if err != nil {
+		return nil // the backend's Check says why
+	}
+	limit := u.TTL / 3
+	ttl := fmt.Sprintf("ttl=%ds", u.TTL/time.Second) // whole seconds
+	switch {
+	case cfg.KillAfter == Forever:
+		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
+			"never cannot be used with an etcd lock: a job whose lock is lost must be gone before the next holder may start, so it must be under %s (a third of the lock's %s)",
+			limit, ttl)}
+	case cfg.KillAfter >= limit:
+		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
+			"must be under %s with this etcd lock (a third of its %s), so that a job whose lock is lost is gone before the next holder may start; got %s",
+			limit, ttl, cfg.KillAfter)}
+	}
+	return nil
 }
 
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
