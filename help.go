@@ -37,6 +37,7 @@ var placeholders = map[string]string{
 	"slug":       "NAME",
 	"on-lost":    "stop|continue",
 	"log-level":  "LEVEL",
+	"log-format": "text|json",
 	"nvidia-smi": "PATH",
 }
 

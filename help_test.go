@@ -53,6 +53,7 @@ func TestFlagHelp(t *testing.T) {
 		{durationFlag("kill-after", 10*time.Second, "KILL_AFTER", "u", killNever), "--kill-after DURATION\t", "(default: 10s)"},
 		{durationFlag("stale", 90*time.Minute, "STALE", "u", nil), "--stale DURATION\t", "(default: 1h30m)"},
 		{durationFlag("hour", time.Hour, "HOUR", "u", nil), "--hour DURATION\t", "(default: 1h)"},
+		{&cli.StringFlag{Name: "log-format", Value: "text", Usage: "u"}, "--log-format text|json\t", ""},
 		{&cli.IntFlag{Name: "need", Value: 1, Usage: "u"}, "--need N\t", ""},
 		{&cli.IntFlag{Name: "log-max-size", Usage: "at this many `MB`"}, "--log-max-size MB\t", ""},
 		{&cli.StringFlag{Name: "owner", Usage: "u"}, "--owner NAME\t", ""},

@@ -74,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	app := newApp(child, stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(spelledOut(args))
 	if err == nil {
 		return 0
 	}
@@ -117,7 +117,7 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64; default: those nvidia-smi lists)"}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), DefaultText: "those nvidia-smi lists", Usage: "how many GPUs --gpus all means (1 to 64)"}
 }
 
 // devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
@@ -236,7 +236,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Usage:       "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Description: inheritNote,
 				Flags: subcommandFlags(
-					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), reserveFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), statusReserveFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
 				),
