@@ -38,6 +38,14 @@ func reserveFlag() cli.Flag {
 		Usage: "with --share: video memory sharers leave free on each GPU, `SIZE` (default: 5% of the GPU, at least 512M)"}
 }
 
+// statusReserveFlag is status's --reserve: it runs no job, but says how
+// much is left to share on a GPU that --share jobs hold, which is what
+// their budgets leave of the card's total less the reserve.
+func statusReserveFlag() cli.Flag {
+	return &cli.StringFlag{Name: "reserve", EnvVars: env("RESERVE"),
+		Usage: "the --reserve the --share jobs run with, for what is left to share on a GPU they hold: `SIZE` (default: 5% of the GPU, at least 512M)"}
+}
+
 // sizeOf is the size flag name (--vram, --reserve) in MiB; 0 when not
 // given (for --reserve: the default).
 func sizeOf(c *cli.Context, name string) (gpu.MiB, error) {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gpuexec/gpuexec/signals"
 )
 
 // Shell completion: gpuexec completion bash|zsh|fish|powershell prints a
@@ -73,9 +76,10 @@ func withCompletion(app *cli.App) *cli.App {
 }
 
 // completeFlags is the BashComplete of gpuexec and its subcommands: after
-// a flag that takes a value (--lock, --wait) it offers nothing, so that
-// the shell completes a file name; otherwise urfave/cli's default (the
-// subcommands, or the flags that begin with what was typed).
+// a flag that takes one of a few values (--on-lost), those values (see
+// flagValues); after another flag that takes a value (--lock, --wait),
+// nothing, so that the shell completes a file name; otherwise urfave/cli's
+// default (the subcommands, or the flags that begin with what was typed).
 func completeFlags(cmd *cli.Command) cli.BashCompleteFunc {
 	plain := cli.DefaultCompleteWithFlags(cmd)
 	return func(c *cli.Context) {
@@ -83,8 +87,12 @@ func completeFlags(cmd *cli.Command) cli.BashCompleteFunc {
 		if n := len(os.Args); n > 2 {
 			last := os.Args[n-2]
 			if strings.HasPrefix(last, "-") && !strings.Contains(last, "=") {
-				if f := flagNamed(c, strings.TrimLeft(last, "-")); f != nil {
+				name := strings.TrimLeft(last, "-")
+				if f := flagNamed(c, name); f != nil {
 					if v, ok := f.(cli.DocGenerationFlag); ok && v.TakesValue() {
+						for _, value := range flagValues(name) {
+							fmt.Fprintln(c.App.Writer, value)
+						}
 						return
 					}
 				}
@@ -92,6 +100,29 @@ func completeFlags(cmd *cli.Command) cli.BashCompleteFunc {
 		}
 		plain(c)
 	}
+}
+
+// flagValues are the values of the flag name that takes one of a few; nil
+// for another flag.
+func flagValues(name string) []string {
+	switch name {
+	case "on-lost":
+		return []string{"stop", "continue"}
+	case "log-level":
+		return []string{"trace", "debug", "info", "warn", "error", "off"}
+	case "log-format":
+		return []string{"text", "json"}
+	case "signal":
+		// Those this OS takes that end a job (signals.Parse).
+		var names []string
+		for _, n := range []string{"TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2"} {
+			if sig, err := signals.Parse(n); err == nil && signals.Of(sig) == signals.End {
+				names = append(names, n)
+			}
+		}
+		return names
+	}
+	return nil
 }
 
 const bashCompletion = `# bash completion for gpuexec.

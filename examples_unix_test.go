@@ -45,6 +45,16 @@ func TestExampleWrappers(t *testing.T) {
 					t.Errorf("stderr:\n%s", r.stderr)
 				}
 			})
+			t.Run("gpuexec missing", func(t *testing.T) {
+				t.Parallel()
+				_, lock := lockIn(t)
+				// GPUEXEC_BIN comes last: it wins over start's.
+				r := start(lock, []string{"GPUEXEC_BIN=" + filepath.Join(t.TempDir(), "gpuexec")}, "0").wait(t)
+				wantCode(t, r, 127)
+				if !strings.Contains(r.stderr, "gpuexec itself was not found") || strings.Contains(r.stderr, "command not found") {
+					t.Errorf("the example does not say gpuexec is missing (or blames the job's command):\n%s", r.stderr)
+				}
+			})
 			t.Run("job fails", func(t *testing.T) {
 				t.Parallel()
 				_, lock := lockIn(t)

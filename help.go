@@ -37,6 +37,7 @@ var placeholders = map[string]string{
 	"slug":       "NAME",
 	"on-lost":    "stop|continue",
 	"log-level":  "LEVEL",
+	"log-format": "text|json",
 	"nvidia-smi": "PATH",
 }
 
@@ -49,8 +50,8 @@ var durationDefaultRE = sync.OnceValue(func() *regexp.Regexp { return regexp.Mus
 func flagHelp(f cli.Flag, plain string) string {
 	name := f.Names()[0]
 	placeholder := placeholders[name]
-	switch f.(type) {
-	case *cli.DurationFlag:
+	switch {
+	case isDurationFlag(f):
 		placeholder = "DURATION"
 		re := durationDefaultRE()
 		plain = re.ReplaceAllStringFunc(plain, func(m string) string {
@@ -60,7 +61,7 @@ func flagHelp(f cli.Flag, plain string) string {
 			}
 			return "(default: " + shortDuration(d) + ")"
 		})
-	case *cli.IntFlag:
+	case isIntFlag(f):
 		if placeholder == "" {
 			placeholder = "N"
 		}
@@ -70,6 +71,8 @@ func flagHelp(f cli.Flag, plain string) string {
 	}
 	return strings.Replace(plain, "--"+name+" value", "--"+name+" "+placeholder, 1)
 }
+
+func isIntFlag(f cli.Flag) bool { _, ok := f.(*cli.IntFlag); return ok }
 
 // shortDuration is d as users write it: 2h30m, 1h, 90m, 10s, 0.
 func shortDuration(d time.Duration) string {
@@ -89,7 +92,9 @@ func shortDuration(d time.Duration) string {
 // helpTail follows the flags in gpuexec --help.
 const helpTail = `
 DURATIONS:
-   A number and a unit: 500ms, 90s, 20m, 1h30m (units ns, us, ms, s, m, h; there is no d).
+   A number and a unit: 500ms, 90s, 20m, 1h30m (units ns, us, ms, s, m, h; there is no d), never
+   negative; a positive one below 1ns is 1ns. --wait forever waits as long as it takes (also inf,
+   infinity); --kill-after never sends no SIGKILL.
 
 SIGNALS:
    Ctrl+C, SIGTERM, SIGHUP and SIGQUIT reaching gpuexec are forwarded to the command's process group;

@@ -48,11 +48,12 @@ func TestFlagHelp(t *testing.T) {
 		want string // a prefix of the help line
 		has  string
 	}{
-		{&cli.DurationFlag{Name: "wait", Value: 150 * time.Minute, Usage: "u"}, "--wait DURATION\t", "(default: 2h30m)"},
-		{&cli.DurationFlag{Name: "timeout", Usage: "u"}, "--timeout DURATION\t", "(default: 0)"},
-		{&cli.DurationFlag{Name: "kill-after", Value: 10 * time.Second, Usage: "u"}, "--kill-after DURATION\t", "(default: 10s)"},
-		{&cli.DurationFlag{Name: "stale", Value: 90 * time.Minute, Usage: "u"}, "--stale DURATION\t", "(default: 1h30m)"},
-		{&cli.DurationFlag{Name: "hour", Value: time.Hour, Usage: "u"}, "--hour DURATION\t", "(default: 1h)"},
+		{durationFlag("wait", 150*time.Minute, "WAIT", "u", waitForever), "--wait DURATION\t", "(default: 2h30m)"},
+		{durationFlag("timeout", 0, "TIMEOUT", "u", nil), "--timeout DURATION\t", "(default: 0)"},
+		{durationFlag("kill-after", 10*time.Second, "KILL_AFTER", "u", killNever), "--kill-after DURATION\t", "(default: 10s)"},
+		{durationFlag("stale", 90*time.Minute, "STALE", "u", nil), "--stale DURATION\t", "(default: 1h30m)"},
+		{durationFlag("hour", time.Hour, "HOUR", "u", nil), "--hour DURATION\t", "(default: 1h)"},
+		{&cli.StringFlag{Name: "log-format", Value: "text", Usage: "u"}, "--log-format text|json\t", ""},
 		{&cli.IntFlag{Name: "need", Value: 1, Usage: "u"}, "--need N\t", ""},
 		{&cli.IntFlag{Name: "log-max-size", Usage: "at this many `MB`"}, "--log-max-size MB\t", ""},
 		{&cli.StringFlag{Name: "owner", Usage: "u"}, "--owner NAME\t", ""},

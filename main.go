@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	app := newApp(child, stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(spelledOut(args))
 	if err == nil {
 		return 0
 	}
@@ -112,8 +112,7 @@ func lockFlag() cli.Flag {
 }
 
 func staleFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "stale", Value: lock.DefaultStale, EnvVars: env("STALE"),
-		Usage: "a lock whose heartbeat (mtime) is older than this is stale"}
+	return durationFlag("stale", lock.DefaultStale, "STALE", "a lock whose heartbeat (mtime) is older than this is stale", nil)
 }
 
 func gpusFlag() cli.Flag {
@@ -122,7 +121,7 @@ func gpusFlag() cli.Flag {
 }
 
 func gpuCountFlag() cli.Flag {
-	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), Usage: "how many GPUs --gpus all means (1 to 64; default: those nvidia-smi lists)"}
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), DefaultText: "those nvidia-smi lists", Usage: "how many GPUs --gpus all means (1 to 64)"}
 }
 
 // devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
@@ -173,14 +172,14 @@ func runFlags() []cli.Flag {
 		lockFlag(),
 		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
 		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
-		&cli.DurationFlag{Name: "wait", Value: 150 * time.Minute, EnvVars: env("WAIT"), Usage: "longest time to queue for the lock; 0 tries once"},
-		&cli.DurationFlag{Name: "poll", Value: lock.DefaultPoll, EnvVars: env("POLL"), Usage: "how often a waiter re-checks the lock"},
-		&cli.DurationFlag{Name: "report", Value: lock.DefaultReport, EnvVars: env("REPORT"), Usage: "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers"},
-		&cli.DurationFlag{Name: "heartbeat", Value: lock.DefaultHeartbeat, EnvVars: env("HEARTBEAT"), Usage: "while holding, touch the lock's mtime this often"},
+		durationFlag("wait", 150*time.Minute, "WAIT", "longest time to queue for the lock; 0 tries once, forever waits as long as it takes", waitForever),
+		durationFlag("poll", lock.DefaultPoll, "POLL", "how often a waiter re-checks the lock (not with an etcd lock)", nil),
+		durationFlag("report", lock.DefaultReport, "REPORT", "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers", nil),
+		durationFlag("heartbeat", lock.DefaultHeartbeat, "HEARTBEAT", "while holding, touch the lock's mtime this often", nil),
 		staleFlag(),
-		&cli.DurationFlag{Name: "timeout", EnvVars: env("TIMEOUT"), Usage: "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)"},
+		durationFlag("timeout", 0, "TIMEOUT", "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)", nil),
 		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
-		&cli.DurationFlag{Name: "kill-after", Value: supervisor.DefaultKillAfter, EnvVars: env("KILL_AFTER"), Usage: "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP"},
+		durationFlag("kill-after", supervisor.DefaultKillAfter, "KILL_AFTER", "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP. 0: SIGKILL with the first signal; never: no SIGKILL (a job that ignores the first signal keeps the GPU until it exits). With an etcd lock, under a third of its ttl", killNever),
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
@@ -241,7 +240,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Usage:       "show who holds the lock, since when, the heartbeat's age, alive or stale",
 				Description: inheritNote,
 				Flags: subcommandFlags(
-					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), reserveFlag(),
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), statusReserveFlag(),
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
 				),
@@ -285,7 +284,7 @@ func failed(format string, a ...any) error {
 // is at least lock.MinInterval, so that none keeps a core busy.
 func intervals(c *cli.Context, names ...string) error {
 	for _, n := range names {
-		if d := c.Duration(n); d < lock.MinInterval {
+		if d := durationOf(c, n); d < lock.MinInterval {
 			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
 		}
 	}
@@ -319,7 +318,7 @@ func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Op
 	if err != nil {
 		return lock.Options{}, err
 	}
-	o := lock.Options{Path: path, Stale: c.Duration("stale")}
+	o := lock.Options{Path: path, Stale: durationOf(c, "stale")}
 	if withDevices {
 		if o.Devices, err = devices(ctx, c); err != nil {
 			return o, err
@@ -365,6 +364,9 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	}
 	defer closeLog()
 	job := logger.With(fields...)
+	if ignored, _ := etcdPoll(c, cfg.Lock.Path); ignored != "" {
+		job.Warn(ignored)
+	}
 	cfg.Lock.Logger = job.Named("lock")
 	cfg.Logger = job.Named("supervisor")
 	sigs, stop := signals.Notify()
@@ -405,8 +407,11 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 	if err != nil {
 		return cfg, err
 	}
+	if _, err := etcdPoll(c, o.Path); err != nil {
+		return cfg, err
+	}
 	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
-	o.Poll, o.Report, o.Heartbeat = c.Duration("poll"), c.Duration("report"), c.Duration("heartbeat")
+	o.Poll, o.Report, o.Heartbeat = durationOf(c, "poll"), durationOf(c, "report"), durationOf(c, "heartbeat")
 	if o.Owner == "" {
 		o.Owner = lock.DefaultOwner()
 	}
@@ -431,11 +436,11 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 	}
 	cfg = supervisor.Config{
 		Lock:           o,
-		Wait:           c.Duration("wait"),
+		Wait:           durationOf(c, "wait"),
 		Argv:           argv,
-		Timeout:        c.Duration("timeout"),
+		Timeout:        durationOf(c, "timeout"),
 		TimeoutSignal:  sig,
-		KillAfter:      c.Duration("kill-after"),
+		KillAfter:      durationOf(c, "kill-after"),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
 		Sentinel:       true,
@@ -453,6 +458,25 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		return cfg, optionFailed(err)
 	}
 	return cfg, nil
+}
+
+// etcdPoll is what --poll comes to with an etcd lock at path, where it
+// has no effect (the lease is the heartbeat): given on the command line it
+// is refused; from GPUEXEC_POLL alone, which may be meant for the lock
+// files of other jobs, it is ignored, and ignored is the line that says
+// so. Neither without an etcd lock or a --poll.
+func etcdPoll(c *cli.Context, path string) (ignored string, err error) {
+	if !etcdurl.Is(path) || !c.IsSet("poll") {
+		return "", nil
+	}
+	// A value given both ways is the command line's; the same value
+	// given both ways is taken for the variable's.
+	if v, set := os.LookupEnv("GPUEXEC_POLL"); set {
+		if d, err := parseDuration(v, nil); err == nil && d == durationOf(c, "poll") {
+			return "GPUEXEC_POLL has no effect on an etcd lock (its lease is the heartbeat): ignored", nil
+		}
+	}
+	return "", failed("--poll has no effect on an etcd lock: its lease is the heartbeat (the URL's ttl=); leave --poll out")
 }
 
 // jobFields are the fields every log line of the job carries: who runs it,

@@ -14,14 +14,16 @@ import (
 // for a GPUEXEC_* variable. Compiled when first needed, not at every start.
 var usageREs = sync.OnceValue(func() usagePatterns {
 	return usagePatterns{
-		badFlagValue: regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): `),
-		badEnvValue:  regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): `),
-		needsValue:   regexp.MustCompile(`^flag needs an argument: -+(\S+)$`),
-		unknownFlag:  regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`),
+		badFlagValue: regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^\s:]+): (.*)$`),
+		badEnvValue:  regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") as \S+ value from environment variable "([^"]+)" for flag ([^\s:]+): (.*)$`),
+		// A cli.GenericFlag's (durationFlag).
+		badEnvGeneric: regexp.MustCompile(`^could not parse ("(?:[^"\\]|\\.)*") from environment variable "([^"]+)" as value for flag ([^\s:]+): (.*)$`),
+		needsValue:    regexp.MustCompile(`^flag needs an argument: -+(\S+)$`),
+		unknownFlag:   regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`),
 	}
 })
 
-type usagePatterns struct{ badFlagValue, badEnvValue, needsValue, unknownFlag *regexp.Regexp }
+type usagePatterns struct{ badFlagValue, badEnvValue, badEnvGeneric, needsValue, unknownFlag *regexp.Regexp }
 
 // usageMessage is the one line gpuexec prints for a flag parsing error
 // err of the command c: the flag or variable, what was given and what is
@@ -32,13 +34,16 @@ func usageMessage(c *cli.Context, err error) string {
 	help := helpLine(c)
 	re := usageREs()
 	if m := re.badFlagValue.FindStringSubmatch(msg); m != nil {
-		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1])
+		return "--" + m[2] + ": " + badValue(flagNamed(c, m[2]), m[1], m[3])
 	}
 	if m := re.badEnvValue.FindStringSubmatch(msg); m != nil {
-		return m[2] + ": " + badValue(flagNamed(c, m[3]), m[1])
+		return m[2] + ": " + badValue(flagNamed(c, m[3]), m[1], m[4])
+	}
+	if m := re.badEnvGeneric.FindStringSubmatch(msg); m != nil {
+		return m[2] + ": " + badValue(flagNamed(c, m[3]), m[1], m[4])
 	}
 	if m := re.needsValue.FindStringSubmatch(msg); m != nil {
-		if _, ok := flagNamed(c, m[1]).(*cli.DurationFlag); ok {
+		if isDurationFlag(flagNamed(c, m[1])) {
 			return "--" + m[1] + " needs a duration, such as 5s, 20m or 1h30m"
 		}
 		return "--" + m[1] + " needs a value (see " + help + ")"
@@ -59,16 +64,18 @@ func helpLine(c *cli.Context) string {
 }
 
 // badValue says why value, as the error quoted it, does not fit the flag f
-// (nil when unknown).
-func badValue(f cli.Flag, quoted string) string {
+// (nil when unknown); why is the parser's reason, which a durationFlag's
+// says in words that follow the value (see parseDuration).
+func badValue(f cli.Flag, quoted, why string) string {
 	value, err := strconv.Unquote(quoted)
 	if err != nil {
 		value = quoted
 	}
 	q := quote(value)
+	if isDurationFlag(f) {
+		return q + " " + why
+	}
 	switch f.(type) {
-	case *cli.DurationFlag:
-		return q + " is not a duration; use 5s, 20m or 1h30m (units: ms, s, m, h)"
 	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
 		return q + " is not a whole number"
 	case *cli.BoolFlag:

@@ -16,14 +16,14 @@ func TestUsageErrors(t *testing.T) {
 		env  [2]string // a variable to set, if any
 		want string    // stderr, whole
 	}{
-		{args: []string{"--wait", "5", "--", "true"}, want: `--wait: "5" ` + durationHint},
-		{args: []string{"--wait", "1d", "--", "true"}, want: `--wait: "1d" ` + durationHint},
-		{args: []string{"--wait=90", "--", "true"}, want: `--wait: "90" ` + durationHint},
+		{args: []string{"--wait", "5", "--", "true"}, want: `--wait: "5" ` + durationHint + ", or forever"},
+		{args: []string{"--wait", "1d", "--", "true"}, want: `--wait: "1d" ` + durationHint + ", or forever"},
+		{args: []string{"--wait=90", "--", "true"}, want: `--wait: "90" ` + durationHint + ", or forever"},
 		{args: []string{"-timeout", "x", "--", "true"}, want: `--timeout: "x" ` + durationHint},
-		{args: []string{"run", "--kill-after", "10", "--", "true"}, want: `--kill-after: "10" ` + durationHint},
+		{args: []string{"run", "--kill-after", "10", "--", "true"}, want: `--kill-after: "10" ` + durationHint + ", or never"},
 		{args: []string{"status", "--stale", "2d"}, want: `--stale: "2d" ` + durationHint},
 		{args: []string{"clear", "--stale", "2d"}, want: `--stale: "2d" ` + durationHint},
-		{args: []string{"--", "true"}, env: [2]string{"GPUEXEC_WAIT", "5"}, want: `GPUEXEC_WAIT: "5" ` + durationHint},
+		{args: []string{"--", "true"}, env: [2]string{"GPUEXEC_WAIT", "5"}, want: `GPUEXEC_WAIT: "5" ` + durationHint + ", or forever"},
 		{args: []string{"status"}, env: [2]string{"GPUEXEC_STALE", "1d"}, want: `GPUEXEC_STALE: "1d" ` + durationHint},
 		{args: []string{"--need", "two", "--", "true"}, want: `--need: "two" is not a whole number`},
 		{args: []string{"--", "true"}, env: [2]string{"GPUEXEC_NEED", "two"}, want: `GPUEXEC_NEED: "two" is not a whole number`},
@@ -32,7 +32,14 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"--owner"}, want: `--owner needs a value (see gpuexec --help)`},
 		{args: []string{"--bogus", "--", "true"}, want: `unknown flag --bogus (see gpuexec --help)`},
 		{args: []string{"status", "--bogus"}, want: `unknown flag --bogus (see gpuexec status --help)`},
-		{args: []string{"--wait", "\x1b[2J", "--", "true"}, want: `--wait: "\x1b[2J" ` + durationHint},
+		{args: []string{"--wait", "\x1b[2J", "--", "true"}, want: `--wait: "\x1b[2J" ` + durationHint + ", or forever"},
+		// Negative however small, past the longest duration (issue #25).
+		{args: []string{"--timeout", "-0.0000000001s", "--", "true"}, want: `--timeout: "-0.0000000001s" is negative`},
+		{args: []string{"--wait", "-1", "--", "true"}, want: `--wait: "-1" is negative; to wait without end, write forever`},
+		{args: []string{"--", "true"}, env: [2]string{"GPUEXEC_KILL_AFTER", "-1ns"}, want: `GPUEXEC_KILL_AFTER: "-1ns" is negative; to send no SIGKILL, write never`},
+		{args: []string{"status", "--stale", "-1ns"}, want: `--stale: "-1ns" is negative`},
+		{args: []string{"--wait", "10000000h", "--", "true"}, want: `--wait: "10000000h" is longer than the longest duration, 2562047h; to wait without end, write forever`},
+		{args: []string{"--", "true"}, env: [2]string{"GPUEXEC_TIMEOUT", "10000000h"}, want: `GPUEXEC_TIMEOUT: "10000000h" is longer than the longest duration, 2562047h`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " ")+" "+tc.env[0], func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 //	completion            one shell (its Action)
 //	--help                none; before a subcommand, its name (gpuexec --help status)
 //	--version             none
+//	help, version         first on the line: as --help and --version (spelledOut)
 //
 // Only a job takes "--" (checkWords). A word that is none of these is one
 // line and status 125, never a run; a typo of a subcommand gets the "did
@@ -123,6 +124,26 @@ func notASubcommand(c *cli.Context, w string) error {
 		names[i] = s.Name
 	}
 	return failed("--help: %s is not a subcommand (%s)", quote(w), strings.Join(names, ", "))
+}
+
+// spelledOut is args (gpuexec's, before any "--") with a first word help
+// or version read as --help or --version, as git and go users type them:
+// gpuexec help status is gpuexec --help status. A command named help runs
+// with gpuexec -- help.
+func spelledOut(args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var flag string
+	switch args[1] {
+	case "help":
+		flag = "--help"
+	case "version":
+		flag = "--version"
+	default:
+		return args
+	}
+	return append([]string{args[0], flag}, args[2:]...)
 }
 
 // strayWords refuses the words a job's command line has before a "--"

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/cmdline"
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
@@ -45,6 +47,12 @@ const (
 // told to stop.
 const DefaultKillAfter = 10 * time.Second
 
+// Forever, as Config.Wait, waits for the lock as long as it takes (no
+// deadline; a signal still ends the wait); as Config.KillAfter, sends no
+// SIGKILL: the first signal alone, and a job that ignores it runs, holding
+// the lock, until it exits. It is the longest time.Duration.
+const Forever = time.Duration(math.MaxInt64)
+
 // Environment variables set for the child. None of them is one of
 // gpuexec's own GPUEXEC_<FLAG> variables: a gpuexec run inside the job
 // reads its flags from what the user set, never from what its parent
@@ -65,7 +73,8 @@ type Config struct {
 	// Backend takes the lock; nil means the one Lock.Path names: lock
 	// files, or the gpuexec-etcd helper for an etcd:// URL.
 	Backend lock.Backend
-	// Wait is the longest time to queue for the lock; 0 tries once.
+	// Wait is the longest time to queue for the lock; 0 tries once,
+	// Forever waits as long as it takes.
 	Wait time.Duration
 	// Argv is the command and its arguments.
 	Argv []string
@@ -88,7 +97,9 @@ type Config struct {
 	// users write it.
 	TimeoutSignal os.Signal
 	// KillAfter is the grace between the first signal to the group (at
-	// Timeout, a forwarded one, the lock lost) and SIGKILL.
+	// Timeout, a forwarded one, the lock lost) and SIGKILL; 0 sends
+	// SIGKILL with the first signal, Forever never sends it. With an
+	// etcd lock it is under a third of the lease's ttl (see Validate).
 	KillAfter time.Duration
 	// ContinueOnLost lets the job finish when the lock is lost while it
 	// runs; by default the job is stopped, so that two jobs never share
@@ -163,8 +174,9 @@ func (cfg Config) backend() lock.Backend {
 
 // Validate reports what is wrong with cfg, touching nothing: the lock's
 // options as its backend checks them, and the job's durations (an
-// *lock.OptionError naming wait, timeout or kill-after). Run checks the
-// same; a program calls it to refuse bad input before it starts.
+// *lock.OptionError naming wait, timeout or kill-after), KillAfter with
+// an etcd lock among them (see leaseGrace). Run checks the same; a
+// program calls it to refuse bad input before it starts.
 func (cfg Config) Validate() error {
 	for _, d := range []struct {
 		name string
@@ -180,7 +192,40 @@ func (cfg Config) Validate() error {
 	if err := cfg.checkGPU(); err != nil {
 		return err
 	}
-	return cfg.backend().Check(cfg.Lock)
+	if err := cfg.backend().Check(cfg.Lock); err != nil {
+		return err
+	}
+	return cfg.leaseGrace()
+}
+
+// leaseGrace checks KillAfter against an etcd lock's lease: a holder cut
+// off from etcd declares the lock lost and stops the job two thirds of the
+// ttl after its last renewal, and etcd may give the lock to the next
+// waiter one ttl after it; so the job's SIGKILL must come before, with
+// KillAfter under a third of the ttl (docs/etcd.md, "What the lock
+// guarantees"). With ContinueOnLost the job is not stopped when the lock
+// is lost, and the rule does not apply.
+func (cfg Config) leaseGrace() error {
+	if cfg.ContinueOnLost || !etcdurl.Is(cfg.Lock.Path) {
+		return nil
+	}
+	u, err := etcdurl.Parse(cfg.Lock.Path)
+	if err != nil {
+		return nil // the backend's Check says why
+	}
+	limit := u.TTL / 3
+	ttl := fmt.Sprintf("ttl=%ds", u.TTL/time.Second) // whole seconds
+	switch {
+	case cfg.KillAfter == Forever:
+		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
+			"never cannot be used with an etcd lock: a job whose lock is lost must be gone before the next holder may start, so it must be under %s (a third of the lock's %s)",
+			limit, ttl)}
+	case cfg.KillAfter >= limit:
+		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
+			"must be under %s with this etcd lock (a third of its %s), so that a job whose lock is lost is gone before the next holder may start; got %s",
+			limit, ttl, cfg.KillAfter)}
+	}
+	return nil
 }
 
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
@@ -259,11 +304,11 @@ func resolve(name string) (string, int, error) {
 		return "", ExitCannotExec, fmt.Errorf("%s: is a folder, not a command", name)
 	case errors.Is(err, exec.ErrDot):
 		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
-	case foundNotExecutable(name):
-		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
-	default:
-		return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
 	}
+	if err := notRunnable(name); err != nil {
+		return "", ExitCannotExec, err
+	}
+	return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
 }
 
 // acquire queues for the lock, returning it, or nil and the exit status.
@@ -271,7 +316,7 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 	log := cfg.Logger
 	var wctx context.Context
 	var cancel context.CancelFunc
-	if cfg.Wait > 0 {
+	if cfg.Wait > 0 && cfg.Wait != Forever {
 		wctx, cancel = context.WithTimeout(ctx, cfg.Wait)
 	} else {
 		wctx, cancel = context.WithCancel(ctx)
@@ -624,6 +669,9 @@ func (w *watch) arm() {
 		return
 	}
 	w.termSent = true
+	if w.cfg.KillAfter == Forever {
+		return // no SIGKILL: the first signal alone
+	}
 	w.killAt = time.Now().Add(w.cfg.KillAfter)
 	w.killTimer = time.NewTimer(w.cfg.KillAfter)
 }
@@ -790,7 +838,7 @@ func (w *watch) drain() {
 			// the graceful stop too.
 			w.grp.stopStrays(terminate)
 		}
-		if !w.killed && !now.Before(w.killAt) {
+		if !w.killed && w.killTimer != nil && !now.Before(w.killAt) {
 			w.log.Warn("processes left by the job still run after the grace period; killing them", "left", w.grp.describeLeft())
 			w.kill()
 			giveUp = now.Add(drainKillWait)

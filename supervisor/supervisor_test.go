@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,4 +157,41 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 			t.Fatal("RecordChild called more than once")
 		}
 	})
+}
+
+// With an etcd lock KillAfter is under a third of the lease's ttl, so
+// that a job whose lock is lost is gone before the next holder may start;
+// Forever (no SIGKILL) is refused there. --on-lost continue gives the
+// guarantee up, and lock files have no such rule.
+func TestValidateKillAfterWithEtcd(t *testing.T) {
+	const url = "etcd://127.0.0.1:2379/gpuexec/k"
+	for _, tt := range []struct {
+		path      string
+		killAfter time.Duration
+		continues bool
+		err       string // "" when valid
+	}{
+		{url, DefaultKillAfter, false, ""},
+		{url, 19999 * time.Millisecond, false, ""},
+		{url, 20 * time.Second, false, "must be under 20s with this etcd lock (a third of its ttl=60s)"},
+		{url + "?ttl=30s", 10 * time.Second, false, "must be under 10s with this etcd lock (a third of its ttl=30s)"},
+		{url + "?ttl=30s", 9 * time.Second, false, ""},
+		{url + "?ttl=2s", time.Second, false, "must be under 666.666666ms"},
+		{url, 0, false, ""},
+		{url, Forever, false, "never cannot be used with an etcd lock"},
+		{url, Forever, true, ""},
+		{url, time.Hour, true, ""},
+		{filepath.Join(t.TempDir(), "gpu.lock"), Forever, false, ""},
+		{filepath.Join(t.TempDir(), "gpu.lock"), time.Hour, false, ""},
+	} {
+		cfg := Config{Lock: lock.Options{Path: tt.path}, Argv: []string{"true"}, KillAfter: tt.killAfter, ContinueOnLost: tt.continues}
+		err := cfg.Validate()
+		var oe *lock.OptionError
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s, kill-after %v, continue %v: %v", tt.path, tt.killAfter, tt.continues, err)
+		case tt.err != "" && (!errors.As(err, &oe) || oe.Option != "kill-after" || !strings.Contains(oe.Problem, tt.err)):
+			t.Errorf("%s, kill-after %v: %v, want a kill-after error with %q", tt.path, tt.killAfter, err, tt.err)
+		}
+	}
 }

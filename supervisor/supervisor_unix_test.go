@@ -199,3 +199,39 @@ func TestValidateTimeoutSignal(t *testing.T) {
 		}
 	}
 }
+
+// A bare name that PATH holds but that cannot be run is 126, as execvp(3)
+// says (EACCES): not 127, which exec.LookPath alone would give.
+func TestResolveOnPath(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	write := func(path string, mode os.FileMode) {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(first, "notexec"), 0o644)
+	write(filepath.Join(first, "later"), 0o644)
+	write(filepath.Join(second, "later"), 0o755)
+	if err := os.Mkdir(filepath.Join(first, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", first+string(os.PathListSeparator)+second)
+	for _, tt := range []struct {
+		name string
+		want int
+		err  string
+	}{
+		{"notexec", ExitCannotExec, "notexec: command found but not executable (" + filepath.Join(first, "notexec") + ")"},
+		{"sub", ExitCannotExec, "sub: is a folder, not a command (" + filepath.Join(first, "sub") + ")"},
+		{".", ExitCannotExec, ".: is a folder, not a command (" + first + ")"},
+		{"..", ExitCannotExec, "..: is a folder, not a command"},
+		{"later", 0, ""},
+		{"missing", ExitNotFound, "missing: command not found"},
+		{filepath.Join(first, "missing"), ExitNotFound, filepath.Join(first, "missing") + ": command not found"},
+	} {
+		path, code, err := resolve(tt.name)
+		if code != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.HasPrefix(err.Error(), tt.err) {
+			t.Errorf("resolve(%q) = %q, %d, %v; want %d, %q", tt.name, path, code, err, tt.want, tt.err)
+		}
+	}
+}

@@ -157,9 +157,12 @@ func sharedEtcd(t *testing.T) *etcdtest.Server {
 	return shared
 }
 
-// env is this process's environment without GPUEXEC_ variables, plus
-// extra.
-func env(extra ...string) []string { return testsupport.Env(extra...) }
+// env is the environment of a gpuexec under test, with extra. Its
+// --kill-after is 500ms, under a third of the shortest ttl here (3s), as
+// gpuexec requires of an etcd lock; a test's --kill-after or extra wins.
+func env(extra ...string) []string {
+	return testsupport.Env(append([]string{"GPUEXEC_KILL_AFTER=500ms"}, extra...)...)
+}
 
 // proc is a started gpuexec whose output goes to buffers.
 type proc struct {
@@ -520,7 +523,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 func TestLosingEtcdStopsTheJob(t *testing.T) {
 	srv := etcdtest.Start(t)
 	url := srv.URL("gpuexec-e2e/lost", "ttl=3s&dial-timeout=1s")
-	p, _ := holdJob(t, url, "--kill-after", "2s")
+	p, _ := holdJob(t, url, "--kill-after", "900ms") // under ttl/3
 	gone := time.Now()
 	srv.Kill()
 	code := p.wait(t)

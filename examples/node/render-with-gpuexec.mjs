@@ -23,7 +23,10 @@ import { fileURLToPath } from 'node:url'
 const GPUEXEC = process.env.GPUEXEC_BIN || 'gpuexec'
 
 /**
- * Run argv under gpuexec. Resolves with gpuexec's exit status (never rejects).
+ * Run argv under gpuexec. Resolves with { status, started } (never rejects):
+ * gpuexec's exit status, and whether gpuexec itself started. When it could
+ * not be started (not installed, not executable), status is what a shell
+ * says then, 127 or 126, and started is false: the render never ran.
  * wait and timeout become --wait and --timeout when given; when not, gpuexec
  * reads GPUEXEC_WAIT / GPUEXEC_TIMEOUT, or uses its defaults (150m, none).
  * Signals: SIGINT/SIGTERM/SIGHUP that reach this process are forwarded to
@@ -76,18 +79,25 @@ export function runUnderGpuexec({ owner, slug, argv, wait, timeout }) {
     child.once('error', (err) => {
       // Spawning gpuexec itself failed (e.g. ENOENT: not installed / not in PATH).
       console.error(`[render] cannot run ${GPUEXEC}: ${err.message}`)
-      done(err.code === 'ENOENT' ? 127 : err.code === 'EACCES' ? 126 : 125)
+      done({ status: err.code === 'ENOENT' ? 127 : err.code === 'EACCES' ? 126 : 125, started: false })
     })
     child.once('exit', (code, signal) => {
       // gpuexec itself killed by a signal (e.g. SIGKILL): report it as the
       // shell does, 128 + signal number.
-      done(code ?? 128 + (osConstants.signals[signal] ?? 0))
+      done({ status: code ?? 128 + (osConstants.signals[signal] ?? 0), started: true })
     })
   })
 }
 
-/** Map gpuexec's exit status to what this job runner should do. */
-export function describe(status) {
+/**
+ * Map gpuexec's exit status to what this job runner should do; started is
+ * false when gpuexec itself could not be started (see runUnderGpuexec).
+ */
+export function describe(status, started = true) {
+  if (!started) {
+    const why = status === 127 ? 'was not found (install it, or set GPUEXEC_BIN or PATH)' : 'cannot be run (see above)'
+    return { outcome: 'failed', message: `gpuexec itself ${why}; the render did not run` }
+  }
   if (status === 0) return { outcome: 'done', message: 'rendered' }
   if (status === 75) return { outcome: 'deferred', message: 'GPU busy for the whole --wait; deferred, retry later' }
   if (status === 124) return { outcome: 'timeout', message: 'render ran past --timeout and was stopped' }
@@ -122,8 +132,8 @@ async function main() {
   const owner = process.env.RENDER_OWNER || 'channels'
 
   // --wait is left to GPUEXEC_WAIT (or gpuexec's default, 150m).
-  const status = await runUnderGpuexec({ owner, slug, argv, timeout: '100m' })
-  const { outcome, message } = describe(status)
+  const { status, started } = await runUnderGpuexec({ owner, slug, argv, timeout: '100m' })
+  const { outcome, message } = describe(status, started)
   console.error(`[render] ${owner}/${slug}: ${outcome} (gpuexec status ${status}): ${message}`)
   if (outcome === 'deferred') markDeferred(slug)
   return status

@@ -34,9 +34,16 @@ def log(msg: str) -> None:
     print(f"[render] {msg}", file=sys.stderr, flush=True)
 
 
+class NotStarted(int):
+    """The status run_gpuexec returns when gpuexec itself could not be started:
+    what a shell says then (127 not found, 126 not executable). The job
+    never ran."""
+
+
 def run_gpuexec(owner: str, slug: str, argv: List[str], wait: Optional[str] = None,
                 timeout: Optional[str] = None) -> int:
-    """Run argv under gpuexec and return gpuexec's exit status.
+    """Run argv under gpuexec and return gpuexec's exit status (a NotStarted
+    when gpuexec itself could not be started).
 
     wait and timeout are passed as --wait and --timeout when given; when not,
     gpuexec reads GPUEXEC_WAIT / GPUEXEC_TIMEOUT, or uses its defaults (wait
@@ -92,10 +99,10 @@ def run_gpuexec(owner: str, slug: str, argv: List[str], wait: Optional[str] = No
             proc = subprocess.Popen(cmd, start_new_session=POSIX)
         except FileNotFoundError:
             log(f"cannot run {GPUEXEC}: not found (set GPUEXEC_BIN or PATH)")
-            return 127
+            return NotStarted(127)
         except PermissionError:
             log(f"cannot run {GPUEXEC}: permission denied")
-            return 126
+            return NotStarted(126)
         if pending and POSIX:  # arrived while Popen() was starting gpuexec
             proc.send_signal(pending[0])
         status = proc.wait()  # PEP 475: retried after our handler runs
@@ -110,6 +117,10 @@ def run_gpuexec(owner: str, slug: str, argv: List[str], wait: Optional[str] = No
 
 def outcome(status: int) -> str:
     """Classify a gpuexec exit status, logging the details."""
+    if isinstance(status, NotStarted):
+        log("gpuexec itself " + ("was not found" if status == 127 else "cannot be run")
+            + ": the job did not run")
+        return "failed"
     if status == 0:
         return "done"
     if status == 75:
