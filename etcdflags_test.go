@@ -35,6 +35,9 @@ func TestEtcdLockFlags(t *testing.T) {
 			refused: "--poll has no effect on an etcd lock"},
 		{name: "run poll", args: []string{"run", "--lock", url, "--poll", "1s"},
 			refused: "--poll has no effect on an etcd lock"},
+		// No --kill-after: the default, 10s, would break the rule with a
+		// ttl of 30s or less; there it is a quarter of the ttl.
+		{name: "default kill-after, short ttl", args: []string{"--lock", url + "&ttl=12s"}},
 		{name: "kill-after under", args: []string{"--lock", url + "&ttl=30s", "--kill-after", "9s"}},
 		{name: "on-lost continue", args: []string{"--lock", url, "--kill-after", "never", "--on-lost", "continue"}},
 		{name: "GPUEXEC_POLL", args: []string{"--lock", url}, env: []string{"GPUEXEC_POLL=1s"},

@@ -98,8 +98,8 @@ DURATIONS:
 
 SIGNALS:
    Ctrl+C, SIGTERM, SIGHUP and SIGQUIT reaching gpuexec are forwarded to the command's process group;
-   like --signal at --timeout, each is followed by SIGKILL after --kill-after if the job still runs,
-   and a stopped job is continued (SIGCONT) so that it acts on it. In a terminal (Linux) the job has
+   like --signal at --timeout, each is followed by SIGKILL after --kill-after if the job still runs
+   (never with --kill-after never), and a stopped job is continued (SIGCONT) so that it acts on it. In a terminal (Linux) the job has
    the terminal, so Ctrl+C and Ctrl+\ reach it directly; gpuexec hears of them and they count as
    forwarded (SIGKILL after --kill-after), also after Ctrl+Z and fg.
    A SIGHUP or SIGINT ignored when gpuexec starts (nohup, a script's cmd &) stays ignored, by

@@ -179,7 +179,7 @@ func runFlags() []cli.Flag {
 		staleFlag(),
 		durationFlag("timeout", 0, "TIMEOUT", "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)", nil),
 		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
-		durationFlag("kill-after", supervisor.DefaultKillAfter, "KILL_AFTER", "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP. 0: SIGKILL with the first signal; never: no SIGKILL (a job that ignores the first signal keeps the GPU until it exits). With an etcd lock, under a third of its ttl", killNever),
+		durationFlag("kill-after", supervisor.DefaultKillAfter, "KILL_AFTER", "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP. 0: SIGKILL with the first signal; never: no SIGKILL (a job that ignores the first signal keeps the GPU until it exits). With an etcd lock, under a third of its ttl (default there: a quarter of a ttl under 40s)", killNever),
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
@@ -440,7 +440,7 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		Argv:           argv,
 		Timeout:        durationOf(c, "timeout"),
 		TimeoutSignal:  sig,
-		KillAfter:      durationOf(c, "kill-after"),
+		KillAfter:      killAfter(c, o.Path),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
 		Sentinel:       true,
@@ -458,6 +458,16 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		return cfg, optionFailed(err)
 	}
 	return cfg, nil
+}
+
+// killAfter is --kill-after, or when the user gave none (flag or
+// variable), the default for the lock at path: shorter with an etcd lock
+// of a short ttl.
+func killAfter(c *cli.Context, path string) time.Duration {
+	if c.IsSet("kill-after") {
+		return durationOf(c, "kill-after")
+	}
+	return supervisor.KillAfterFor(path)
 }
 
 // etcdPoll is what --poll comes to with an etcd lock at path, where it

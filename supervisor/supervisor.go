@@ -228,6 +228,22 @@ func (cfg Config) leaseGrace() error {
 	return nil
 }
 
+// KillAfterFor is the grace a job gets when its user names none, with
+// its lock at lockPath: DefaultKillAfter, or with an etcd lock whose ttl
+// is under four times that, a quarter of the ttl, so that the default
+// keeps the rule Validate checks (under a third of the ttl) with room to
+// spare.
+func KillAfterFor(lockPath string) time.Duration {
+	if !etcdurl.Is(lockPath) {
+		return DefaultKillAfter
+	}
+	u, err := etcdurl.Parse(lockPath)
+	if err != nil || u.TTL/4 >= DefaultKillAfter {
+		return DefaultKillAfter
+	}
+	return u.TTL / 4
+}
+
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
 func Run(ctx context.Context, cfg Config) int {
 	if cfg.Logger == nil {

@@ -195,3 +195,29 @@ func TestValidateKillAfterWithEtcd(t *testing.T) {
 		}
 	}
 }
+
+// The default grace keeps the etcd rule whatever the ttl: 10s, or a
+// quarter of a ttl under 40s; lock files and unreadable URLs get 10s.
+func TestKillAfterFor(t *testing.T) {
+	const url = "etcd://127.0.0.1:2379/gpuexec/k"
+	for _, tt := range []struct {
+		path string
+		want time.Duration
+	}{
+		{"/tmp/x/gpu.lock", DefaultKillAfter},
+		{url, DefaultKillAfter},
+		{url + "?ttl=40s", DefaultKillAfter},
+		{url + "?ttl=30s", 7500 * time.Millisecond},
+		{url + "?ttl=2s", 500 * time.Millisecond},
+		{"etcd://", DefaultKillAfter},
+	} {
+		got := KillAfterFor(tt.path)
+		if got != tt.want {
+			t.Errorf("KillAfterFor(%q) = %s, want %s", tt.path, got, tt.want)
+		}
+		cfg := Config{Lock: lock.Options{Path: tt.path}, KillAfter: got}
+		if err := cfg.leaseGrace(); err != nil {
+			t.Errorf("KillAfterFor(%q) = %s breaks the rule: %v", tt.path, got, err)
+		}
+	}
+}
