@@ -318,7 +318,7 @@ func TestJobUnderEtcdLock(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, p.err)
 		}
 	}
-	if code, out, _ := run(t, env(), "status", "--lock", url); code != 0 || out != "free\n" {
+	if code, out, _ := run(t, env(), "status", "--lock", url); code != 0 || out != "free\nlock: "+url+"\n" {
 		t.Errorf("status after: %d %q", code, out)
 	}
 	if code, out, _ := run(t, env(), "clear", "--lock", url); code != 0 || !strings.HasPrefix(out, "free") {

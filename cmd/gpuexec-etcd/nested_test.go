@@ -15,7 +15,7 @@ func TestNestedKeysAreSeparateLocks(t *testing.T) {
 	box := srv.URL("gpuexec-e2e/box", "ttl=10s")
 	gpu0 := srv.URL("gpuexec-e2e/box/gpu0", "ttl=10s")
 	p, _ := holdJob(t, gpu0)
-	if code, out, errOut := run(t, env(), "status", "--lock", box); code != 0 || out != "free\n" {
+	if code, out, errOut := run(t, env(), "status", "--lock", box); code != 0 || out != "free\nlock: "+box+"\n" {
 		t.Errorf("status of /box while a job holds /box/gpu0: %d %q, want free\n%s", code, out, errOut)
 	}
 	if code, out, errOut := run(t, env(), "clear", "--force", "--lock", box); code != 0 || !strings.HasPrefix(out, "free") {
