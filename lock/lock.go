@@ -474,6 +474,20 @@ type Status struct {
 	// may run, ProcStopped when every one is stopped, ProcGone when none
 	// is left; "" when JobGroup is 0.
 	JobProcess ProcState `json:"jobProcess,omitempty"`
+	// JobGroupDoubt, when set, says why JobGroup is not vouched for as
+	// the holder's job: it runs as another user than the one who owns
+	// the record that names it ("its record is uid 1001's but names
+	// process group 8329, which runs as uid 0"). Anyone who may write in
+	// the folder can name anyone's group there, as can a job that took
+	// another uid (sudo): such a group is no process a caller should be
+	// told to end as the job's. "" otherwise (and off Unix, where a
+	// file's owner is not compared).
+	JobGroupDoubt string `json:"jobGroupDoubt,omitempty"`
+
+	// recordOwner is the uid that owns the lock file as read, when
+	// ownerTold (not on Windows, nor for a Status not read from a file).
+	recordOwner int
+	ownerTold   bool
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the
