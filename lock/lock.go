@@ -611,6 +611,8 @@ func Inspect(o Options) (*Report, error) {
 // devices, name a device's lock file as Path. It logs nothing of the lock
 // it returns: the caller says what was cleared. Files that kept a free
 // lock held, which a forced Clear removes, are logged (Options.Logger).
+// A folder that does not exist, or is not a folder, is an error as
+// Inspect's: no lock was cleared, nor found free.
 func Clear(o Options, force bool) (*Status, error) {
 	if len(o.Devices) > 0 {
 		return nil, &OptionError{Option: "devices", Problem: "clear takes one lock: give a device's lock file as the path"}
@@ -620,6 +622,9 @@ func Clear(o Options, force bool) (*Status, error) {
 	}
 	o, err := o.resolved()
 	if err != nil {
+		return nil, err
+	}
+	if err := folderExists(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
 	st, err := clearOne(o, force)
