@@ -44,3 +44,21 @@ func TestClearOfAMissingFolderIsNotFree(t *testing.T) {
 		t.Errorf("clear made the missing lock's folder (%v)", err)
 	}
 }
+
+// help and version after flags are a job's command (gpuexec --lock L
+// help runs a command named help), but one that is not found points to
+// gpuexec's own, as gpuexec help does. (It said "help: command not
+// found" alone, exit 127: issue 25's item 12 with a flag before the
+// word.)
+func TestHelpWordAfterFlagsPointsToHelp(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	env := []string{"TMPDIR=" + t.TempDir(), "PATH=" + t.TempDir()}
+	for _, w := range []string{"help", "version"} {
+		r := gx(t, env, "--lock", lock, "--wait", "0", w)
+		wantCode(t, r, 127)
+		if want := `"gpuexec --` + w + `"`; !strings.Contains(r.stderr, w+": command not found") || !strings.Contains(r.stderr, want) {
+			t.Errorf("gpuexec --lock L %s: stderr %q, want it to point to %s", w, r.stderr, want)
+		}
+	}
+}
