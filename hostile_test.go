@@ -58,7 +58,8 @@ type hostileCase struct {
 	// statusFree, clearFree: status (clear) finds no lock there and says
 	// free (exit 0), instead of refusing.
 	statusFree, clearFree bool
-	// statusMsg, when set, is what status's refusal says instead of msg.
+	// statusMsg, when set, is what status's and clear's refusal says
+	// instead of msg.
 	statusMsg string
 }
 
@@ -289,7 +290,7 @@ func hostileCases(t *testing.T) []hostileCase {
 			}
 			return []string{dir}
 		}},
-		{name: "parent that cannot be created", unprivileged: true, statusMsg: "does not exist", clearFree: true, outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
+		{name: "parent that cannot be created", unprivileged: true, statusMsg: "does not exist", outcome: refuses, msg: "permission denied", setup: func(t *testing.T, dir, lock string) []string {
 			// The lock is moved one level down, under a folder that
 			// cannot be created: <dir>/sub/gpu.lock with dir read-only.
 			if err := os.Chmod(dir, 0o555); err != nil {
@@ -375,7 +376,7 @@ func TestHostileLockPaths(t *testing.T) {
 					}
 					wantCode(t, r, 125)
 					msg := tc.msg
-					if args[0] == "status" && tc.statusMsg != "" {
+					if tc.statusMsg != "" {
 						msg = tc.statusMsg
 					}
 					if !strings.Contains(r.stderr, msg) {

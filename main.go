@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -689,6 +690,9 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", st.Describe()), 1)
 	case errors.Is(err, lock.ErrHeld):
 		return cli.Exit(notCleared(st), 1)
+	case errors.Is(err, lock.ErrNoFolder), errors.Is(err, syscall.ENOTDIR):
+		// A mistyped --lock is not a free lock, as for status.
+		return unreadable(o.Path, err)
 	case err != nil:
 		return failed("%v", err)
 	case st.State == lock.StateFree:

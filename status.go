@@ -157,8 +157,9 @@ func readLine(r *lock.Report) string {
 // lockText is a lock's text in status and clear: the lock package's line
 // (see lock.Status.Describe), but for a holder on this host whose gpuexec
 // is gone while something of its job keeps the lock held, which it names
-// instead of calling the holder alive, and followed by a line for a
-// stopped holder or job (see stoppedLine).
+// instead of calling the holder alive (a group not vouched for as its job,
+// lock.Status.JobGroupDoubt, is named with no command that ends it), and
+// followed by a line for a stopped holder or job (see stoppedLine).
 func lockText(st *lock.Status) string {
 	if st.State != lock.StateHeld || st.HolderProcess != lock.ProcGone {
 		if l := stoppedLine(st); l != "" {
@@ -174,6 +175,9 @@ func lockText(st *lock.Status) string {
 	fmt.Fprintf(&b, ", heartbeat %s ago: ", st.HeartbeatAge.Round(time.Second))
 	pid, g := st.Info.PID, st.JobGroup
 	switch {
+	case g > 0 && st.JobGroupDoubt != "":
+		// Not told as the job, nor how to end it: it may be anyone's.
+		fmt.Fprintf(&b, "gpuexec %d is gone; %s: not told as its job (someone else's processes, or a job that took that uid: sudo); the lock stays held while that group runs", pid, st.JobGroupDoubt)
 	case g > 0 && st.JobProcess == lock.ProcRunning:
 		fmt.Fprintf(&b, "gpuexec %d is gone; its job (process group %d) still runs and holds the lock until it ends (to end it: kill -- -%d)", pid, g, g)
 	case g > 0 && st.JobProcess == lock.ProcStopped:
@@ -194,6 +198,9 @@ func stoppedLine(st *lock.Status) string {
 		return ""
 	}
 	pid, g := st.Info.PID, st.JobGroup
+	if st.JobGroupDoubt != "" {
+		g = 0 // not told as its job (see lockText)
+	}
 	holder, job := st.HolderProcess == lock.ProcStopped, g > 0 && st.JobProcess == lock.ProcStopped
 	const unused = "the lock stays held, the GPU unused, until"
 	switch {

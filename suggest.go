@@ -11,8 +11,9 @@ import (
 
 // didYouMean is the hint for a command that was not found when its name
 // is close to one of gpuexec's subcommands ("gpuexec stauts" ran a command
-// named stauts): `did you mean "gpuexec status"?`; "" otherwise. A path,
-// or the name of a file that exists, gets no hint.
+// named stauts): `did you mean "gpuexec status"?`; for help and version
+// (gpuexec --lock L help ran a command named help), gpuexec's own; ""
+// otherwise. A path, or the name of a file that exists, gets no hint.
 func didYouMean(commands []*cli.Command) func(string) string {
 	return func(name string) string {
 		if name == "" || strings.ContainsRune(name, '/') || strings.ContainsRune(name, filepath.Separator) {
@@ -20,6 +21,11 @@ func didYouMean(commands []*cli.Command) func(string) string {
 		}
 		if _, err := os.Lstat(name); err == nil {
 			return ""
+		}
+		// gpuexec help and gpuexec version are answered (see
+		// spelledOut); after a flag they are a job's command.
+		if name == "help" || name == "version" {
+			return fmt.Sprintf("gpuexec's own %s is %q", name, "gpuexec --"+name)
 		}
 		if sub := closeSubcommand(commands, name); sub != "" {
 			return fmt.Sprintf("did you mean %q?", "gpuexec "+sub)

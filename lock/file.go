@@ -229,6 +229,7 @@ func readStatusFrom(f *os.File, path string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.recordOwner, st.ownerTold = fileOwner(fi)
 	content, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
 	if err != nil {
 		return nil, err

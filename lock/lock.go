@@ -474,6 +474,20 @@ type Status struct {
 	// may run, ProcStopped when every one is stopped, ProcGone when none
 	// is left; "" when JobGroup is 0.
 	JobProcess ProcState `json:"jobProcess,omitempty"`
+	// JobGroupDoubt, when set, says why JobGroup is not vouched for as
+	// the holder's job: it runs as another user than the one who owns
+	// the record that names it ("its record is uid 1001's but names
+	// process group 8329, which runs as uid 0"). Anyone who may write in
+	// the folder can name anyone's group there, as can a job that took
+	// another uid (sudo): such a group is no process a caller should be
+	// told to end as the job's. "" otherwise (and off Unix, where a
+	// file's owner is not compared).
+	JobGroupDoubt string `json:"jobGroupDoubt,omitempty"`
+
+	// recordOwner is the uid that owns the lock file as read, when
+	// ownerTold (not on Windows, nor for a Status not read from a file).
+	recordOwner int
+	ownerTold   bool
 
 	// orphan is the locked liveness file of a holder whose record is
 	// gone while its job still runs (see sweep); orphanGroup is the
@@ -597,6 +611,8 @@ func Inspect(o Options) (*Report, error) {
 // devices, name a device's lock file as Path. It logs nothing of the lock
 // it returns: the caller says what was cleared. Files that kept a free
 // lock held, which a forced Clear removes, are logged (Options.Logger).
+// A folder that does not exist, or is not a folder, is an error as
+// Inspect's: no lock was cleared, nor found free.
 func Clear(o Options, force bool) (*Status, error) {
 	if len(o.Devices) > 0 {
 		return nil, &OptionError{Option: "devices", Problem: "clear takes one lock: give a device's lock file as the path"}
@@ -606,6 +622,9 @@ func Clear(o Options, force bool) (*Status, error) {
 	}
 	o, err := o.resolved()
 	if err != nil {
+		return nil, err
+	}
+	if err := folderExists(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
 	st, err := clearOne(o, force)

@@ -378,6 +378,14 @@ func TestWithLockReleasesOnErrorAndPanic(t *testing.T) {
 
 func TestClear(t *testing.T) {
 	o := testOptions(t)
+	// A folder that does not exist holds no free lock (a mistyped
+	// path): Clear says so, and creates nothing.
+	if st, err := Clear(Options{Path: o.Path}, false); !errors.Is(err, ErrNoFolder) {
+		t.Fatalf("Clear of a lock whose folder does not exist = %+v, %v; want ErrNoFolder", st, err)
+	}
+	if err := os.Mkdir(filepath.Dir(o.Path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if st, err := Clear(Options{Path: o.Path}, false); err != nil || st.State != StateFree {
 		t.Fatalf("Clear on a free lock = %+v, %v", st, err)
 	}

@@ -22,6 +22,9 @@ type looker interface {
 	// liveNote is the job's group the holder with this token noted in
 	// its liveness file, held or not (zero: none, or no file).
 	liveNote(token string) jobGroup
+	// groupUID is the real uid the process group pgid runs as; ok
+	// false when it cannot be told (see proc.GroupUID).
+	groupUID(pgid int) (uid int, ok bool)
 }
 
 func (osProber) run(pid int) proc.Run         { return proc.RunOf(pid) }
@@ -42,7 +45,11 @@ func (p osProber) liveNote(token string) jobGroup {
 // pid is told running or stopped only when it names the process its
 // record's start time says (gone when no process has it, or another
 // does), and the job's group only when its leader's start time is noted
-// (see proc.GroupAliveSince).
+// (see proc.GroupAliveSince). Nor is the group that runs as another user
+// than the record's owner vouched for as the job (Status.JobGroupDoubt):
+// whoever may write in the folder can name anyone's group, with its
+// leader's start time, which anyone reads. Root's records are taken as
+// they are.
 func observe(s *Status, p looker) {
 	if s.State != StateHeld || s.Info == nil || s.orphan != "" || s.Info.Share || s.Info.Cover || !sameHost(s.Info.Host) {
 		return
@@ -56,6 +63,11 @@ func observe(s *Status, p looker) {
 	if g.id > 0 && g.since > 0 {
 		s.JobGroup = g.id
 		s.JobProcess = procState(p.groupRun(g))
+		if s.ownerTold && s.recordOwner > 0 && s.JobProcess != ProcGone {
+			if uid, ok := p.groupUID(g.id); ok && uid != s.recordOwner {
+				s.JobGroupDoubt = fmt.Sprintf("its record is uid %d's but names process group %d, which runs as uid %d", s.recordOwner, g.id, uid)
+			}
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ type fakeLooker struct {
 func (f fakeLooker) run(pid int) proc.Run           { return f.runs[pid] }
 func (f fakeLooker) groupRun(g jobGroup) proc.Run   { return f.groupRuns[g.id] }
 func (f fakeLooker) liveNote(token string) jobGroup { return f.notes[token] }
+func (f fakeLooker) groupUID(int) (int, bool)       { return 0, false }
 
 // observe tells a held lock's holder and job as the OS sees them, and
 // claims nothing it cannot tell from another process with the same pid.

@@ -148,8 +148,8 @@ func writeSharers(b *strings.Builder, s *Status) {
 // JSON is a lock's object in `gpuexec status --json`: the record's fields
 // as read (unknown ones included), then state, path, heartbeatAgeSeconds,
 // alive and staleReason, and, where they were told, holderProcess,
-// jobGroup and jobProcess (see Status), which win over record fields of
-// the same name.
+// jobGroup, jobProcess and jobGroupDoubt (see Status), which win over
+// record fields of the same name.
 func (s *Status) JSON() map[string]any {
 	m := make(map[string]any, len(s.Fields)+6)
 	for k, v := range s.Fields {
@@ -177,6 +177,9 @@ func (s *Status) JSON() map[string]any {
 	if s.JobGroup > 0 {
 		m["jobGroup"] = s.JobGroup
 		m["jobProcess"] = s.JobProcess
+		if s.JobGroupDoubt != "" {
+			m["jobGroupDoubt"] = s.JobGroupDoubt
+		}
 	}
 	if s.orphan != "" {
 		m["heartbeatAgeSeconds"] = nil

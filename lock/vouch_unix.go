@@ -129,3 +129,16 @@ func ownersWord(f *os.File, pgid int) string {
 	}
 	return groupOf(owner, pgid)
 }
+
+// fileOwner is the uid that owns the file fi describes.
+func fileOwner(fi os.FileInfo) (uid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// groupUID is the real uid process group pgid runs as (see
+// proc.GroupUID).
+func (osProber) groupUID(pgid int) (int, bool) { return proc.GroupUID(pgid) }

@@ -12,7 +12,8 @@ import "strings"
 // digits and @%+=:,./-_) stays bare, and anything else, the empty argument
 // too, is single-quoted, each ' in it closing the quotes, written \', and
 // opening them again; the command's name is quoted also when it holds a =,
-// which a shell would take for a variable's assignment. On Windows the line is the one Go starts the program with
+// which a shell would take for a variable's assignment, and when it is a
+// shell's reserved word (time, if, ...). On Windows the line is the one Go starts the program with
 // (each argument as syscall.EscapeArg writes it).
 func Line(argv []string) string {
 	var b strings.Builder

@@ -3,7 +3,9 @@
 package cmdline
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,5 +58,36 @@ func TestLineReadBackBySh(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.argv) {
 			t.Errorf("sh read %s back as %q, want %q", Line(tc.argv), got, tc.argv)
 		}
+	}
+}
+
+// A command named as a shell's reserved word (time, if, ...) is quoted,
+// so that a shell runs that command rather than reading the word: bash
+// reads `time -v python train.py` as its time keyword timing the command
+// -v ("-v: command not found"), not as /usr/bin/time -v.
+func TestLineQuotesAReservedWordAsTheCommand(t *testing.T) {
+	for _, w := range []string{"time", "if", "while", "for", "case", "until", "select", "function", "coproc", "then", "do", "done", "fi", "esac", "elif", "else", "in"} {
+		if got, want := Line([]string{w, "-v", "x"}), "'"+w+"' -v x"; got != want {
+			t.Errorf("Line(%q) = %s, want %s", []string{w, "-v", "x"}, got, want)
+		}
+	}
+	if got := Line([]string{"echo", "time", "if"}); got != "echo time if" {
+		t.Errorf("Line(echo time if) = %s: an argument that is not the command stays bare", got)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	// A command named time, found on PATH, prints its arguments.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "time"), []byte("#!/bin/sh\necho \"ran $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := Line([]string{"time", "-v", "x"})
+	cmd := exec.Command(bash, "-c", line)
+	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "ran -v x\n" {
+		t.Errorf("bash -c %q: %q, %v; want the command time run with -v x", line, out, err)
 	}
 }
