@@ -115,7 +115,14 @@ func folderExists(dir string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return &fs.PathError{Op: "inspect", Path: dir, Err: ErrNoFolder}
 	case err == nil && !fi.IsDir():
-		return fmt.Errorf("%s: %w", dir, syscall.ENOTDIR)
+		return fmt.Errorf("%s: %w", dir, notFolder{})
 	}
 	return nil
 }
+
+// notFolder is syscall.ENOTDIR said the same on every system (Windows's
+// ENOTDIR reads "Path not found").
+type notFolder struct{}
+
+func (notFolder) Error() string        { return "not a directory" }
+func (notFolder) Is(target error) bool { return target == syscall.ENOTDIR }
