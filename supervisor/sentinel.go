@@ -19,7 +19,8 @@ func IsSentinel(args []string) bool { return len(args) == 2 && args[1] == Sentin
 // it as one byte, the signal's number, on stdout, after a 0 byte once it
 // listens. It ignores the job-control signals (it never stops with the
 // job) and ends when its stdin, a pipe from that gpuexec, is closed. It
-// never reads or writes the terminal. With a stdout that is not a pipe
-// (run by hand) it says so on stderr and returns ExitFailed. Elsewhere it
+// never reads or writes the terminal. Not started by a gpuexec that is its
+// parent, with pipes for stdin and stdout (run by hand, or by a script),
+// it says so in one line on stderr and returns ExitFailed. Elsewhere it
 // returns 0 at once (no sentinel is started there).
 func RunSentinel() int { return runSentinel() }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -34,9 +35,10 @@ func terminalSignals() []os.Signal {
 
 // runSentinel is RunSentinel on Linux.
 func runSentinel() int {
-	// Run by hand (stdout a terminal or a file, not gpuexec's pipe), it
-	// would sit there and swallow Ctrl+C: it says what it is instead.
-	if fi, err := os.Stdout.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+	// Run by hand (not by the gpuexec that is its parent, with pipes of
+	// its own), it would sit there and swallow Ctrl+C: it says what it is
+	// instead.
+	if !startedAsSentinel() {
 		os.Stderr.WriteString(SentinelArg + " is what gpuexec starts in a job's process group; it is not run by hand\n")
 		return ExitFailed
 	}
@@ -68,6 +70,26 @@ func runSentinel() int {
 			return 0
 		}
 	}
+}
+
+// sentinelOf names, in the sentinel's environment (which holds nothing
+// else), the pid of the gpuexec that started it.
+const sentinelOf = "GPUEXEC_SENTINEL_OF"
+
+// startedAsSentinel reports whether this process was started by
+// startSentinel: its parent is the gpuexec its environment names, and its
+// stdin and stdout are pipes. A user or a script that gives SentinelArg
+// (gpuexec --gpuexec-terminal-sentinel | less) has another environment.
+func startedAsSentinel() bool {
+	if os.Getenv(sentinelOf) != strconv.Itoa(os.Getppid()) {
+		return false
+	}
+	for _, f := range []*os.File{os.Stdin, os.Stdout} {
+		if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sentinel is a job's terminal sentinel (see RunSentinel), as gpuexec sees
@@ -110,7 +132,7 @@ func startSentinel(pgid int) (*sentinel, error) {
 	cmd := &exec.Cmd{
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], SentinelArg},
-		Env:    []string{},
+		Env:    []string{sentinelOf + "=" + strconv.Itoa(os.Getpid())},
 		Stdin:  inR,
 		Stdout: outW,
 		// Pdeathsig as for the job; the closed stdin also ends it.
