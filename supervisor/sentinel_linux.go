@@ -171,7 +171,11 @@ func (s *sentinel) read(cmd *exec.Cmd, out *os.File) {
 	}
 	out.Close()
 	cmd.Wait()
-	// A signal that came before it listened ended it.
+	// A signal that came before it listened ended it. Reaped by drain's
+	// reap of every child (once stop gave up waiting), it left no state.
+	if cmd.ProcessState == nil {
+		return
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		s.report(ws.Signal())
 	}
