@@ -45,8 +45,10 @@ func runSentinel() int {
 	// Started as /proc/self/exe, it would be "exe" in ps and top: it says
 	// what it is there too.
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&sentinelName[0])), 0, 0, 0)
-	// Ctrl+Z stops the job, not its sentinel: gpuexec stops with the job
-	// and continues the group with itself.
+	// Ctrl+Z stops the job, not its sentinel, which must hear Ctrl+C
+	// while a job that does not stop on Ctrl+Z runs on: gpuexec stops it
+	// when it stops with the job (see pause), and continues the group
+	// with itself.
 	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	c := make(chan os.Signal, 16)
 	if sigs := terminalSignals(); len(sigs) > 0 {
@@ -192,6 +194,12 @@ func (s *sentinel) report(sig syscall.Signal) {
 	default:
 	}
 }
+
+// pause stops the sentinel (SIGSTOP) while the job is stopped and gpuexec
+// stops with it: otherwise the sentinel, which ignores the terminal's
+// Ctrl+Z, would be the one process of the job's group that runs, and the
+// group would look running (status). The group's SIGCONT continues it.
+func (s *sentinel) pause() { s.proc.Signal(syscall.SIGSTOP) }
 
 // stop ends the sentinel and waits for it (bounded by sentinelWait), so
 // that it no longer counts in the job's group.
