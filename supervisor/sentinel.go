@@ -17,9 +17,11 @@ func IsSentinel(args []string) bool { return len(args) == 2 && args[1] == Sentin
 // (hangup) that the program catches (signals.Caught: one ignored when
 // gpuexec started stays ignored) is reported to the gpuexec that started
 // it as one byte, the signal's number, on stdout, after a 0 byte once it
-// listens. It ignores the job-control signals (it never stops with the
-// job) and ends when its stdin, a pipe from that gpuexec, is closed. It
-// never reads or writes the terminal. With a stdout that is not a pipe
-// (run by hand) it says so on stderr and returns ExitFailed. Elsewhere it
+// listens. It ignores the terminal's job-control signals (gpuexec stops
+// it when it stops with the job, and the group's SIGCONT continues it) and
+// ends when its stdin, a pipe from that gpuexec, is closed. It never reads
+// or writes the terminal. Not started by a gpuexec that is its
+// parent, with pipes for stdin and stdout (run by hand, or by a script),
+// it says so in one line on stderr and returns ExitFailed. Elsewhere it
 // returns 0 at once (no sentinel is started there).
 func RunSentinel() int { return runSentinel() }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -34,17 +35,20 @@ func terminalSignals() []os.Signal {
 
 // runSentinel is RunSentinel on Linux.
 func runSentinel() int {
-	// Run by hand (stdout a terminal or a file, not gpuexec's pipe), it
-	// would sit there and swallow Ctrl+C: it says what it is instead.
-	if fi, err := os.Stdout.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+	// Run by hand (not by the gpuexec that is its parent, with pipes of
+	// its own), it would sit there and swallow Ctrl+C: it says what it is
+	// instead.
+	if !startedAsSentinel() {
 		os.Stderr.WriteString(SentinelArg + " is what gpuexec starts in a job's process group; it is not run by hand\n")
 		return ExitFailed
 	}
 	// Started as /proc/self/exe, it would be "exe" in ps and top: it says
 	// what it is there too.
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&sentinelName[0])), 0, 0, 0)
-	// Ctrl+Z stops the job, not its sentinel: gpuexec stops with the job
-	// and continues the group with itself.
+	// Ctrl+Z stops the job, not its sentinel, which must hear Ctrl+C
+	// while a job that does not stop on Ctrl+Z runs on: gpuexec stops it
+	// when it stops with the job (see pause), and continues the group
+	// with itself.
 	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	c := make(chan os.Signal, 16)
 	if sigs := terminalSignals(); len(sigs) > 0 {
@@ -68,6 +72,26 @@ func runSentinel() int {
 			return 0
 		}
 	}
+}
+
+// sentinelOf names, in the sentinel's environment (which holds nothing
+// else), the pid of the gpuexec that started it.
+const sentinelOf = "GPUEXEC_SENTINEL_OF"
+
+// startedAsSentinel reports whether this process was started by
+// startSentinel: its parent is the gpuexec its environment names, and its
+// stdin and stdout are pipes. A user or a script that gives SentinelArg
+// (gpuexec --gpuexec-terminal-sentinel | less) has another environment.
+func startedAsSentinel() bool {
+	if os.Getenv(sentinelOf) != strconv.Itoa(os.Getppid()) {
+		return false
+	}
+	for _, f := range []*os.File{os.Stdin, os.Stdout} {
+		if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sentinel is a job's terminal sentinel (see RunSentinel), as gpuexec sees
@@ -110,7 +134,7 @@ func startSentinel(pgid int) (*sentinel, error) {
 	cmd := &exec.Cmd{
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], SentinelArg},
-		Env:    []string{},
+		Env:    []string{sentinelOf + "=" + strconv.Itoa(os.Getpid())},
 		Stdin:  inR,
 		Stdout: outW,
 		// Pdeathsig as for the job; the closed stdin also ends it.
@@ -149,7 +173,11 @@ func (s *sentinel) read(cmd *exec.Cmd, out *os.File) {
 	}
 	out.Close()
 	cmd.Wait()
-	// A signal that came before it listened ended it.
+	// A signal that came before it listened ended it. Reaped by drain's
+	// reap of every child (once stop gave up waiting), it left no state.
+	if cmd.ProcessState == nil {
+		return
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		s.report(ws.Signal())
 	}
@@ -166,6 +194,12 @@ func (s *sentinel) report(sig syscall.Signal) {
 	default:
 	}
 }
+
+// pause stops the sentinel (SIGSTOP) while the job is stopped and gpuexec
+// stops with it: otherwise the sentinel, which ignores the terminal's
+// Ctrl+Z, would be the one process of the job's group that runs, and the
+// group would look running (status). The group's SIGCONT continues it.
+func (s *sentinel) pause() { s.proc.Signal(syscall.SIGSTOP) }
 
 // stop ends the sentinel and waits for it (bounded by sentinelWait), so
 // that it no longer counts in the job's group.

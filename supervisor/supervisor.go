@@ -747,6 +747,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				// stop with it, so that the shell sees its job
 				// stopped and gets the terminal back.
 				w.log.Info("job stopped; stopping with it until continued (fg, bg)")
+				w.term.pauseSentinel()
 				w.term.giveBack()
 				lock.Suspend(stopSelf)
 			}
@@ -762,6 +763,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				if err := w.grp.signal(sig); err != nil {
 					w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
 				}
+				w.term.pauseSentinel()
 				w.term.giveBack()
 				lock.Suspend(stopSelf)
 				continue

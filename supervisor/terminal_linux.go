@@ -100,6 +100,14 @@ func (t *terminal) listening() <-chan struct{} {
 	return t.sent.ready
 }
 
+// pauseSentinel stops the sentinel, if any, as gpuexec stops with the
+// job (see sentinel.pause); the group's SIGCONT continues it.
+func (t *terminal) pauseSentinel() {
+	if t.sent != nil {
+		t.sent.pause()
+	}
+}
+
 // stopSentinel ends the sentinel, if any, and waits for it: call it once
 // the job's command has ended, before what is left of its group is
 // looked for.

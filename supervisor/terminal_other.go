@@ -21,5 +21,6 @@ func (*terminal) listening() <-chan struct{}       { return nil }
 func (*terminal) jobStopped() bool                 { return false }
 func (*terminal) giveBack()                        {}
 func (*terminal) handOver()                        {}
+func (*terminal) pauseSentinel()                   {}
 func (*terminal) stopSentinel()                    {}
 func (*terminal) close()                           {}
