@@ -102,3 +102,51 @@ func TestWaitForeverInterrupted(t *testing.T) {
 		t.Errorf("the job ran:\n%s", r.stderr)
 	}
 }
+
+// --kill-after never is the job's own ending, not the next holder's card:
+// a lock lost while the job runs (here a forced clear) still ends a job
+// that ignores SIGTERM, with SIGKILL after the default grace (10 s).
+func TestKillAfterNeverStillEndsAJobWhoseLockIsLost(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	p := startProc(t, gpuexecCmd(tmpEnv(t), "--lock", lock, "--kill-after", "never", "--",
+		"sh", "-c", `trap '' TERM; while :; do sleep 0.05; done`))
+	testsupport.Await(t, long, "the job to start under the lock", func() bool {
+		b, _ := os.ReadFile(lock)
+		return strings.Contains(string(b), `"childStart"`)
+	})
+	wantCode(t, gx(t, nil, "--lock", lock, "clear", "--force"), 0)
+	r := p.wait(t) // within 20 s: lost within a second, SIGKILL 10 s later
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, "killing its process group") {
+		t.Errorf("want the job killed after the grace:\n%s", r.stderr)
+	}
+}
+
+// With --kill-after never, processes the job left behind that ignore
+// SIGTERM keep gpuexec waiting for them; a signal to gpuexec then kills
+// them (it is the only end of that wait).
+func TestKillAfterNeverLeftoversEndOnASignal(t *testing.T) {
+	t.Parallel()
+	_, lock := lockIn(t)
+	pidFile := filepath.Join(t.TempDir(), "leftover")
+	// The leftover ignores SIGTERM from its start (inherited), and the
+	// job exits once it runs.
+	left := `echo $$ >"$PIDFILE"; while :; do sleep 0.05; done`
+	p := startProc(t, gpuexecCmd(tmpEnv(t, "PIDFILE="+pidFile, "LEFT="+left), "--lock", lock, "--kill-after", "never", "--",
+		"sh", "-c", `trap '' TERM; sh -c "$LEFT" & until [ -s "$PIDFILE" ]; do sleep 0.01; done; exit 0`))
+	testsupport.Await(t, long, "gpuexec to stop what the job left", func() bool {
+		return strings.Contains(p.stderr(), "left processes behind")
+	})
+	if p.exited() {
+		t.Fatalf("gpuexec ended while the leftover ignoring SIGTERM runs:\n%s", p.stderr())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if !strings.Contains(r.stderr, "killing the processes left by the job") {
+		t.Errorf("want the leftovers killed on SIGTERM:\n%s", r.stderr)
+	}
+	wantNoLock(t, lock)
+}

@@ -22,6 +22,6 @@ func IsSentinel(args []string) bool { return len(args) == 2 && args[1] == Sentin
 // ends when its stdin, a pipe from that gpuexec, is closed. It never reads
 // or writes the terminal. Not started by a gpuexec that is its
 // parent, with pipes for stdin and stdout (run by hand, or by a script),
-// it says so in one line on stderr and returns ExitFailed. Elsewhere it
-// returns 0 at once (no sentinel is started there).
+// it says so in one line on stderr and returns ExitFailed; outside Linux,
+// where no sentinel is started, it always does.
 func RunSentinel() int { return runSentinel() }

@@ -2,5 +2,11 @@
 
 package supervisor
 
-// runSentinel: no sentinel is started outside Linux.
-func runSentinel() int { return 0 }
+import "os"
+
+// runSentinel: no sentinel is started outside Linux, so whoever runs one
+// runs it by hand.
+func runSentinel() int {
+	os.Stderr.WriteString(SentinelArg + " is what gpuexec starts in a job's process group on Linux; it is not run by hand\n")
+	return ExitFailed
+}

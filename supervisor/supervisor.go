@@ -688,8 +688,16 @@ func (w *watch) arm() {
 	if w.cfg.KillAfter == Forever {
 		return // no SIGKILL: the first signal alone
 	}
-	w.killAt = time.Now().Add(w.cfg.KillAfter)
-	w.killTimer = time.NewTimer(w.cfg.KillAfter)
+	w.armAfter(w.cfg.KillAfter)
+}
+
+// armAfter arms the kill timer to fire after d, unless it is armed.
+func (w *watch) armAfter(d time.Duration) {
+	if w.killTimer != nil {
+		return
+	}
+	w.killAt = time.Now().Add(d)
+	w.killTimer = time.NewTimer(d)
 }
 
 // fromTerminal handles sig, which the job's group got from the terminal
@@ -806,6 +814,9 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 			w.lostStop = true
 			w.log.Error("GPU lock lost while the job runs; stopping the job so that two jobs never share the GPU")
 			w.stop(terminate)
+			// --kill-after never is the job's own ending; the next
+			// holder's card is not: SIGKILL after the default grace.
+			w.armAfter(DefaultKillAfter)
 		case <-ctxDone:
 			ctxDone = nil
 			w.log.Warn("stopping the job", "reason", ctx.Err())
@@ -871,7 +882,17 @@ func (w *watch) drain() {
 			w.log.Error("processes left by the job did not go away after SIGKILL; releasing the lock anyway", "left", w.grp.describeLeft())
 			return
 		}
-		<-tick.C
+		select {
+		case <-tick.C:
+		case sig := <-w.cfg.Signals:
+			// A signal that ends gpuexec ends the wait for what the
+			// job left (with --kill-after never, the only end of it).
+			if signals.Of(sig) == signals.End && !w.killed {
+				w.log.Warn("killing the processes left by the job", "signal", signals.Name(sig), "left", w.grp.describeLeft())
+				w.kill()
+				giveUp = time.Now().Add(drainKillWait)
+			}
+		}
 	}
 }
 
