@@ -146,11 +146,15 @@ func shareJob() int {
 		// passed on (it has only its truth files, as fds 3, 4, ...) and
 		// stays in the job's group: it is on the card until it ends,
 		// whatever happens to its gpuexec.
+		// SIGTERM is caught before the start is recorded: one that came
+		// between the two would end it with its start counted and its
+		// end never (a whole-card job after it then reads as an
+		// overlap, while the kernel lock shows none).
+		ended := make(chan os.Signal, 1)
+		signal.Notify(ended, unix.SIGTERM)
 		if err := shareStep(dir, devs, budget, capMiB, true, ""); err != nil {
 			return fail(err)
 		}
-		ended := make(chan os.Signal, 1)
-		signal.Notify(ended, unix.SIGTERM)
 		select {
 		case <-ended: // its gpuexec stops what the job left behind
 		case <-time.After(time.Duration(300+rand.IntN(500)) * time.Millisecond):
