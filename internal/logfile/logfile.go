@@ -6,7 +6,10 @@
 // documentation: each process keeps the file open and counts its own
 // writes, so with several writers each one rotates the file when its count
 // reaches the limit (several rotations in a row, backups cut short), and
-// the others go on writing into the file renamed away. Here every write
+// the others go on writing into the file renamed away. Even under the lock
+// below, its rotation renames over a backup made in the same millisecond
+// and makes the fresh file by name, following a link put there meanwhile
+// (measured: docs/performance.md), so the rotation is done here. Every write
 // takes a kernel lock on a sidecar file beside the log (flock on Unix,
 // LockFileEx on Windows), opens the log by name, rotates it if the write
 // would take it past the limit, writes the record with one append, closes
