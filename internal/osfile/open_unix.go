@@ -51,15 +51,21 @@ func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, e
 // FIFO, a folder, a device) is refused with ErrNotRegular, and so, when it
 // is to be written, is a file with other names.
 func OpenRegular(path string, write bool) (*os.File, error) {
-	flag := os.O_RDONLY
 	if write {
-		flag = os.O_RDWR
+		return openToChange(path, os.O_RDWR)
 	}
+	f, _, err := OpenFile(path, os.O_RDONLY, 0)
+	return f, err
+}
+
+// openToChange opens the existing regular file at path with flag, to
+// change it (write it, touch it): a file with other names is refused too.
+func openToChange(path string, flag int) (*os.File, error) {
 	f, fi, err := OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := singleName(fi, path, write); err != nil {
+	if err := singleName(fi, path); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -86,13 +92,13 @@ func isNotRegularRefusal(err error) bool {
 	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EISDIR)
 }
 
-// singleName refuses, when the regular file (in state fi, at path) is to be
-// changed (written, touched), one with other names: a hard link planted at
-// a sidecar's name must not make gpuexec change the file it names
-// elsewhere. (A record has two names for an instant while it is put back;
-// it is only ever changed by its holder, under the guard.)
-func singleName(fi fs.FileInfo, path string, change bool) error {
-	if st, ok := fi.Sys().(*syscall.Stat_t); change && ok && st.Nlink != 1 {
+// singleName refuses a file to be changed (written, touched), in state fi
+// at path, that has other names: a hard link planted at a sidecar's name
+// must not make gpuexec change the file it names elsewhere. (A record has
+// two names for an instant while it is put back; it is only ever changed
+// by its holder, under the guard.)
+func singleName(fi fs.FileInfo, path string) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
 		return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it has %d names", ErrNotRegular, st.Nlink)}
 	}
 	return nil
@@ -327,13 +333,5 @@ func tighten(f *os.File, path string, rule Rule) error {
 // OpenToTouch opens the regular file at path to read it and set its times
 // (Touch): futimens on a file one owns needs no write access.
 func OpenToTouch(path string) (*os.File, error) {
-	f, fi, err := OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := singleName(fi, path, true); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return openToChange(path, os.O_RDONLY)
 }
