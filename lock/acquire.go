@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/proc"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // The acquisition core: one path for a single lock and for a device set (a

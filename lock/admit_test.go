@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // admitter is an Options.Admit whose answer the test sets per device

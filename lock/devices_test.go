@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/testlog"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 func TestDevicesBeside(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 func TestCheckNameAndPrintable(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/safepath"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // shareHint is how several users share a lock: a folder that their group

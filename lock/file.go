@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // guardSuffix names the sidecar file, beside the lock file, on which gpuexec

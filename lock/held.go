@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // retire lets go of what waiting for h left behind, the queue ticket tk

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // liveSuffix names a holder's liveness file: "<lock>.live-<token>". The

@@ -60,8 +60,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/proc"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // Defaults for zero Options fields; the Node tool's values.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // testOptions are fast options on a lock in a fresh temp dir.

@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // openElsewhere opens path for reading as another process would, sharing

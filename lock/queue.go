@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/proc"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // ticketSuffix names a waiter's ticket beside the lock:

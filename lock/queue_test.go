@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // waitUntil polls cond every millisecond until it holds or the deadline

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/proc"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // A lock held in shared mode: several holders (sharers), each with a

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // capacity is an Options.AdmitShare for a device of cap MiB: a sharer of

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // fakeWaker is a waker with no watch behind it: the test delivers its

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/osfile"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
-	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
 // With the folder watched, waiting is event-driven: no probe runs, and a

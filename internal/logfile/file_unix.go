@@ -3,39 +3,15 @@
 package logfile
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
-
-// openFile opens the file at path with flag, creating it with perm (as the
-// umask has it) if flag says so, and returns it with its state. It never
-// follows a symbolic link at path (O_NOFOLLOW) nor waits on a FIFO
-// (O_NONBLOCK); anything but a regular file is errNotRegular.
-func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EISDIR) {
-			return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
-	}
-	return f, fi, nil
-}
 
 // openSidecar opens (creating) the sidecar whose lock the writers take, as
 // openFile opens the log. It is created for its owner alone (0600), so that
@@ -80,38 +56,20 @@ func identity(f *os.File, fi fs.FileInfo) (string, uint64, error) {
 
 // lockWithin takes an exclusive flock on f, waiting at most d (ErrBusy).
 // The wait is the kernel's, so that the lock goes to the waiters in the
-// kernel's order, on a duplicate of f's descriptor in a goroutine of its
-// own; a wait that outlives d goes on in the background until the lock is
-// had, and then closes its duplicate: if f was closed meanwhile (close f
-// after ErrBusy), that lets go of the lock at once, as the kernel releases
-// a flock with the last descriptor of its open file.
+// kernel's order. On ErrBusy f is no longer the caller's: the wait goes on
+// in the background until the lock is had, and then lets go of it and
+// closes f, so that a writer that gave up never keeps the others waiting.
 func lockWithin(f *os.File, d time.Duration) error {
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
-		return nil // free: no wait to bound
+	if ok, err := osfile.TryLock(f); ok || err != nil {
+		return err // free, or failed: no wait to bound
 	}
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer unix.Close(fd)
-		for {
-			err := unix.Flock(fd, unix.LOCK_EX)
-			if !errors.Is(err, unix.EINTR) {
-				done <- err
-				return
-			}
-		}
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, gaveUp, err := osfile.WaitLock(ctx, f)
+	if gaveUp {
 		return ErrBusy
 	}
+	return err
 }
 
-func unlockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }
+func unlockFile(f *os.File) error { return osfile.Unlock(f) }

@@ -5,43 +5,12 @@ package logfile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"time"
 
 	"golang.org/x/sys/windows"
 )
-
-// openFile opens the file at path with flag, creating it with perm if flag
-// says so, and returns it with its state. A link or other reparse point, a
-// folder or a device (NUL, a named pipe) at path is errNotRegular.
-//
-// O_APPEND is done here by hand, by opening for writing and moving to the
-// end: a handle opened with O_APPEND lacks FILE_WRITE_DATA and so cannot
-// truncate, which File.Write does to take back a record cut short. The log
-// is written only under the sidecar's lock, so its end stays its end.
-func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
-	}
-	f, err := os.OpenFile(path, flag&^os.O_APPEND, perm)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
-	}
-	if flag&os.O_APPEND != 0 {
-		if _, err := f.Seek(0, io.SeekEnd); err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-	}
-	return f, fi, nil
-}
 
 // openSidecar opens (creating) the sidecar whose lock the writers take.
 // Who else may open it is the folder's ACL's business, which it inherits.
@@ -64,8 +33,10 @@ func identity(f *os.File, _ fs.FileInfo) (string, uint64, error) {
 const lockPause = 5 * time.Millisecond
 
 // lockWithin takes an exclusive LockFileEx lock on f's first byte, trying
-// every lockPause for at most d (ErrBusy): os.OpenFile's handles are
-// synchronous, and a blocking LockFileEx on one cannot be given up. The
+// every lockPause for at most d (ErrBusy, and f closed): the handles are synchronous, and
+// a blocking LockFileEx on one cannot be given up. (The lock's files lock
+// a byte far past their content instead; the log's sidecar keeps the first
+// byte, which every gpuexec writing the log locks.) The
 // lock (mandatory on Windows) keeps other processes from the sidecar's
 // first byte while a writer holds it; they read it only when they hold it.
 func lockWithin(f *os.File, d time.Duration) error {
@@ -76,6 +47,7 @@ func lockWithin(f *os.File, d time.Duration) error {
 			return err
 		}
 		if !time.Now().Before(deadline) {
+			f.Close() // as on Unix, f is no longer the caller's
 			return ErrBusy
 		}
 		time.Sleep(lockPause)

@@ -6,7 +6,10 @@
 // documentation: each process keeps the file open and counts its own
 // writes, so with several writers each one rotates the file when its count
 // reaches the limit (several rotations in a row, backups cut short), and
-// the others go on writing into the file renamed away. Here every write
+// the others go on writing into the file renamed away. Even under the lock
+// below, its rotation renames over a backup made in the same millisecond
+// and makes the fresh file by name, following a link put there meanwhile
+// (measured: docs/performance.md), so the rotation is done here. Every write
 // takes a kernel lock on a sidecar file beside the log (flock on Unix,
 // LockFileEx on Windows), opens the log by name, rotates it if the write
 // would take it past the limit, writes the record with one append, closes
@@ -39,6 +42,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // LockSuffix names the sidecar whose kernel lock the writers take: "<log>.lock".
@@ -75,7 +80,21 @@ var ErrBusy = errors.New("its lock is held by another process")
 var ErrReplaced = errors.New("the file there is not the log")
 
 // errNotRegular is what openFile says of anything but a regular file.
-var errNotRegular = errors.New("not a regular file")
+var errNotRegular = osfile.ErrNotRegular
+
+// openFile opens the file at path with flag, creating it with perm (as the
+// umask has it) if flag says so, and returns it with its state. It never
+// follows a link at path nor waits on a FIFO; anything but a regular file
+// is errNotRegular. On Windows O_APPEND is kept by moving to the end at the
+// open, so that File.Write can take back a record cut short: the log is
+// written only under the sidecar's lock, so its end stays its end.
+func openFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	f, fi, err := osfile.OpenFile(path, flag, perm)
+	if errors.Is(err, errNotRegular) {
+		return nil, nil, fmt.Errorf("%s: %w", path, errNotRegular)
+	}
+	return f, fi, err
+}
 
 // Options say when the file is rotated and how many rotated files are kept.
 type Options struct {
@@ -152,11 +171,11 @@ func Open(path string, o Options) (*File, error) {
 	}
 	f := &File{path: path, o: o, lk: lk, perm: 0o644}
 	if err := lockSidecar(lk); err != nil {
-		lk.Close()
-		if errors.Is(err, ErrBusy) {
+		if errors.Is(err, ErrBusy) { // lk is closed for us (see lockWithin)
 			f.lk, f.gone = nil, err
 			return f, nil
 		}
+		lk.Close()
 		return nil, err
 	}
 	out, _, err = f.openLog(true)
@@ -191,9 +210,12 @@ func (f *File) Write(p []byte) (int, error) {
 		return 0, os.ErrClosed
 	}
 	n, err := f.write(p)
-	if errors.Is(err, ErrBusy) || errors.Is(err, ErrReplaced) {
-		// Closing the sidecar also lets go of a lock had late (see
-		// lockWithin).
+	switch {
+	case errors.Is(err, ErrBusy):
+		// The sidecar is closed for us once a lock had late is let go
+		// (see lockWithin).
+		f.lk, f.gone = nil, err
+	case errors.Is(err, ErrReplaced):
 		f.lk.Close()
 		f.lk, f.gone = nil, err
 	}
@@ -201,7 +223,8 @@ func (f *File) Write(p []byte) (int, error) {
 }
 
 // lockSidecar takes the sidecar lk's lock within LockWait; the error says
-// which file, and ErrBusy how long it waited.
+// which file, and ErrBusy how long it waited. On ErrBusy lk is no longer
+// the caller's (see lockWithin).
 func lockSidecar(lk *os.File) error {
 	err := lockWithin(lk, LockWait)
 	switch {

@@ -1,7 +1,6 @@
 package logfile
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,6 +103,82 @@ func readFiles(t *testing.T, path string) files {
 	return out
 }
 
+// figures is what readFiles found of the lines that writers wrote.
+type figures struct {
+	lines     int // lines the writers wrote
+	lost      int // lines written and found in no file
+	twice     int // lines found more than once
+	split     int // broken lines: cut, joined or interleaved with another
+	disorder  int // lines found after a later line of the same writer
+	rotations int // rotated files
+	want      int // rotated files that the lines make, if each rotation happens once, at the limit
+	short     int // rotated files not as full as whole lines make them: a rotation done twice, or early
+	over      int // files over the limit
+}
+
+func (g figures) String() string {
+	return fmt.Sprintf("%d lines: %d lost, %d found twice, %d split, %d out of order; %d rotations (want %d), %d rotated files short, %d over the limit",
+		g.lines, g.lost, g.twice, g.split, g.disorder, g.rotations, g.want, g.short, g.over)
+}
+
+// tally counts, in the log at path and its rotated files, the lines that
+// writers wrote (lines each, writer ids 0..writers-1) with maxSize.
+func tally(t *testing.T, path string, writers, lines int, maxSize int64) (files, figures) {
+	t.Helper()
+	got := readFiles(t, path)
+	perFile := int(maxSize) / lineLen
+	g := figures{lines: writers * lines, rotations: len(got.backups)}
+	g.want = (g.lines+perFile-1)/perFile - 1
+	seen := make([][]int, writers) // each writer's lines: how often found
+	last := make([]int, writers)   // each writer's latest line found
+	for id := range seen {
+		seen[id] = make([]int, lines)
+		last[id] = -1
+	}
+	for i, content := range got.all {
+		name := path
+		if i < len(got.backups) {
+			name = got.backups[i]
+		}
+		if int64(len(content)) > maxSize {
+			g.over++
+			t.Logf("%s: %d bytes, over the limit of %d", name, len(content), maxSize)
+		}
+		if i < len(got.backups) && len(content) != perFile*lineLen {
+			g.short++
+			t.Logf("%s: rotated at %d bytes, not at the limit (%d lines of %d bytes)", name, len(content), perFile, lineLen)
+		}
+		for l := range strings.SplitAfterSeq(content, "\n") {
+			if l == "" {
+				continue
+			}
+			var id, n int
+			if _, err := fmt.Sscanf(l, "writer %d line %d ", &id, &n); err != nil || id < 0 || id >= writers || n < 0 || n >= lines || l != line(id, n) {
+				g.split++
+				if g.split <= 3 {
+					t.Logf("%s: broken line %q", name, l)
+				}
+				continue
+			}
+			if seen[id][n]++; seen[id][n] > 1 {
+				g.twice++
+			}
+			if n < last[id] {
+				g.disorder++
+			}
+			last[id] = max(last[id], n)
+		}
+	}
+	for id := range seen {
+		for _, k := range seen[id] {
+			if k == 0 {
+				g.lost++
+			}
+		}
+	}
+	return got, g
+}
+
 // checkLines checks the log at path and its rotated files after writers
 // wrote lines each (writer ids 0..writers-1) with maxSize: every line is
 // there once, whole, in each writer's order; no file is over maxSize; and
@@ -111,43 +186,9 @@ func readFiles(t *testing.T, path string) files {
 // as whole lines make it, so there are exactly as many as needed.
 func checkLines(t *testing.T, path string, writers, lines int, maxSize int64) files {
 	t.Helper()
-	got := readFiles(t, path)
-	perFile := int(maxSize) / lineLen
-	total := writers * lines
-	if want := (total+perFile-1)/perFile - 1; len(got.backups) != want {
-		t.Errorf("%d rotated files, want %d (%d lines of %d bytes, %d to a file)", len(got.backups), want, total, lineLen, perFile)
-	}
-	next := make([]int, writers) // each writer's next line number
-	for i, content := range got.all {
-		name := path
-		if i < len(got.backups) {
-			name = got.backups[i]
-		}
-		if int64(len(content)) > maxSize {
-			t.Errorf("%s: %d bytes, over the limit of %d", name, len(content), maxSize)
-		}
-		if i < len(got.backups) && len(content) != perFile*lineLen {
-			t.Errorf("%s: rotated at %d bytes, not at the limit (%d lines of %d bytes)", name, len(content), perFile, lineLen)
-		}
-		if content != "" && !strings.HasSuffix(content, "\n") {
-			t.Errorf("%s ends in a partial line", name)
-		}
-		sc := bufio.NewScanner(strings.NewReader(content))
-		for sc.Scan() {
-			var id, n int
-			if _, err := fmt.Sscanf(sc.Text(), "writer %d line %d ", &id, &n); err != nil || id < 0 || id >= writers || sc.Text()+"\n" != line(id, n) {
-				t.Fatalf("%s: broken line %q", name, sc.Text())
-			}
-			if n != next[id] {
-				t.Fatalf("%s: writer %d's line %d after line %d: lines lost or out of order", name, id, n, next[id]-1)
-			}
-			next[id]++
-		}
-	}
-	for id, n := range next {
-		if n != lines {
-			t.Errorf("writer %d: %d lines found, wrote %d", id, n, lines)
-		}
+	got, g := tally(t, path, writers, lines, maxSize)
+	if g.lost != 0 || g.twice != 0 || g.split != 0 || g.disorder != 0 || g.rotations != g.want || g.short != 0 || g.over != 0 {
+		t.Errorf("%v; want every line once, whole, in order, and each rotation once at the limit", g)
 	}
 	return got
 }
@@ -182,6 +223,35 @@ func TestSeveralWriters(t *testing.T) {
 	}
 	const maxSize = 4096 // 64 lines
 	path := filepath.Join(t.TempDir(), "gpuexec.log")
+	runWriters(t, path, writers, lines, maxSize)
+	got := checkLines(t, path, writers, lines, maxSize)
+	t.Logf("%d writers, %d lines each, %d bytes a line, limit %d bytes: %d rotations", writers, lines, lineLen, maxSize, len(got.backups))
+}
+
+// The same at the limit gpuexec's --log-max-size counts in, a megabyte
+// (--log-max-size 1): 8 processes write 2.5 MiB into one log. The figures
+// are logged (go test -v -run SeveralWritersMegabyte ./internal/logfile/).
+func TestSeveralWritersMegabyte(t *testing.T) {
+	if testing.Short() {
+		t.Skip("40,000 writes")
+	}
+	const writers, lines, maxSize = 8, 5120, 1 << 20
+	path := filepath.Join(t.TempDir(), "gpuexec.log")
+	start := time.Now()
+	runWriters(t, path, writers, lines, maxSize)
+	took := time.Since(start)
+	_, g := tally(t, path, writers, lines, maxSize)
+	t.Logf("%d writers, %d lines each of %d bytes, --log-max-size 1 (%d bytes), %v: %v", writers, lines, lineLen, maxSize, took.Round(time.Millisecond), g)
+	if g.lost != 0 || g.twice != 0 || g.split != 0 || g.disorder != 0 || g.rotations != g.want || g.short != 0 || g.over != 0 {
+		t.Errorf("want every line once, whole, in order, and each rotation once at the limit")
+	}
+}
+
+// runWriters runs writers processes (the test binary as writer), each
+// writing lines lines into the log at path with maxSize, all at once, and
+// waits for them.
+func runWriters(t *testing.T, path string, writers, lines int, maxSize int64) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +271,6 @@ func TestSeveralWriters(t *testing.T) {
 			t.Fatalf("writer %d: %v", id, err)
 		}
 	}
-	got := checkLines(t, path, writers, lines, maxSize)
-	t.Logf("%d writers, %d lines each, %d bytes a line, limit %d bytes: %d rotations", writers, lines, lineLen, maxSize, len(got.backups))
 }
 
 // Rotated files beyond MaxBackups, and those older than MaxAge, are

@@ -312,3 +312,57 @@ func TestFullDisk(t *testing.T) {
 		t.Errorf("the log after room was made: %q", b[len(before):])
 	}
 }
+
+// A link planted at the log's path in the instant a rotation has renamed
+// the log away and not yet made the fresh one (another program looping on
+// symlink(2) there) is never followed: the file it points to is neither
+// truncated nor written, however many rotations it races.
+func TestRotationRacesAPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gpuexec.log")
+	victim := filepath.Join(dir, "precious")
+	const precious = "precious\n"
+	must(t, os.WriteFile(victim, []byte(precious), 0o644))
+	stop := make(chan struct{})
+	planted := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { planted <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if os.Symlink(victim, path) == nil {
+				n++
+			}
+		}
+	}()
+	hit, rotations := 0, 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		f, err := Open(path, Options{MaxSize: lineLen})
+		if err == nil {
+			for n := range 20 {
+				if _, err := f.Write([]byte(line(0, n))); err != nil {
+					break
+				}
+			}
+			f.Close()
+		}
+		if b, _ := os.ReadFile(victim); string(b) != precious {
+			hit++
+			must(t, os.WriteFile(victim, []byte(precious), 0o644))
+		}
+		os.Remove(path) // the link, or the log: start again
+	}
+	close(stop)
+	n := <-planted
+	if list, err := (&File{path: path}).backups(); err == nil {
+		rotations = len(list)
+	}
+	t.Logf("%d rotations raced %d links planted: the file linked to was truncated or written %d times", rotations, n, hit)
+	if hit != 0 {
+		t.Errorf("a rotation followed a link planted at the log's path %d times", hit)
+	}
+}

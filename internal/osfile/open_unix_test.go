@@ -42,6 +42,26 @@ func TestOpenRegularRefusesAtOnce(t *testing.T) {
 			}
 		}
 	}
+	for _, p := range []string{fifo, link, dir} {
+		for _, flag := range []int{os.O_WRONLY | os.O_APPEND, os.O_WRONLY | os.O_APPEND | os.O_CREATE} {
+			done := make(chan error, 1)
+			go func() {
+				f, _, err := OpenFile(p, flag, 0o644)
+				if err == nil {
+					f.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrNotRegular) {
+					t.Errorf("OpenFile(%s, %#x) = %v, want ErrNotRegular", filepath.Base(p), flag, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("OpenFile(%s, %#x) blocked", filepath.Base(p), flag)
+			}
+		}
+	}
 	for _, p := range []string{fifo, link} {
 		if _, _, err := OpenGuard(p); !errors.Is(err, ErrNotRegular) {
 			t.Errorf("OpenGuard(%s) = %v, want ErrNotRegular", filepath.Base(p), err)

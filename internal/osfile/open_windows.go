@@ -4,6 +4,7 @@ package osfile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +22,55 @@ import (
 // violation; a file that is removed while still open and locked (a
 // liveness file, a queue ticket) must be open that way even for its own
 // process.
+
+// OpenFile opens the file at path with flag (as os.OpenFile takes it),
+// creating it where flag says so, and returns it with its state; perm is
+// Unix's (the folder's inherited ACL decides who may open the file).
+// Anything at path but a regular file (a symbolic link or other reparse
+// point, a folder, a device, a named pipe) is refused with ErrNotRegular,
+// never followed. O_APPEND is kept by moving to the end at the open: a
+// handle opened for appending alone could not be truncated, so the caller
+// must keep the end its end (write under a lock).
+func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	var access uint32
+	switch flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR) {
+	case os.O_RDONLY:
+		access = windows.GENERIC_READ
+	case os.O_WRONLY:
+		access = windows.GENERIC_WRITE
+	case os.O_RDWR:
+		access = windows.GENERIC_READ | windows.GENERIC_WRITE
+	}
+	var disposition uint32
+	switch {
+	case flag&(os.O_CREATE|os.O_EXCL) == os.O_CREATE|os.O_EXCL:
+		disposition = windows.CREATE_NEW
+	case flag&(os.O_CREATE|os.O_TRUNC) == os.O_CREATE|os.O_TRUNC:
+		disposition = windows.CREATE_ALWAYS
+	case flag&os.O_CREATE != 0:
+		disposition = windows.OPEN_ALWAYS
+	case flag&os.O_TRUNC != 0:
+		disposition = windows.TRUNCATE_EXISTING
+	default:
+		disposition = windows.OPEN_EXISTING
+	}
+	f, err := createFile(path, access, disposition)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if flag&os.O_APPEND != 0 {
+		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+	}
+	return f, fi, nil
+}
 
 // OpenRegular opens the existing regular file at path, for reading and
 // also for writing with write. Anything else at path (a symbolic link or
@@ -55,6 +105,12 @@ func createFile(path string, access, disposition uint32) (*os.File, error) {
 			err = errUnderFile
 		}
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	// A device (NUL, a console) or a named pipe is no file on a disk:
+	// refused before anything else asks it a question.
+	if t, err := windows.GetFileType(h); err == nil && t != windows.FILE_TYPE_DISK {
+		windows.CloseHandle(h)
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
 	}
 	var fi windows.ByHandleFileInformation
 	if err := windows.GetFileInformationByHandle(h, &fi); err != nil {

@@ -21,22 +21,51 @@ import (
 // anything but a regular file before a byte is read from it or written to
 // it. For a regular file O_NONBLOCK changes nothing.
 
+// OpenFile opens the file at path with flag (as os.OpenFile takes it),
+// creating it with perm (less the umask) where flag says so, and returns it
+// with its state. Anything at path but a regular file (a symbolic link, a
+// FIFO, a folder, a device, a socket) is refused with ErrNotRegular; a link
+// is never followed, nor a FIFO or a device waited on.
+func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		if isNotRegularRefusal(err) {
+			return nil, nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	return f, fi, nil
+}
+
 // OpenRegular opens the existing regular file at path, for reading and
 // also for writing with write. Anything else at path (a symbolic link, a
-// FIFO, a folder, a device) is refused with ErrNotRegular.
+// FIFO, a folder, a device) is refused with ErrNotRegular, and so, when it
+// is to be written, is a file with other names.
 func OpenRegular(path string, write bool) (*os.File, error) {
-	flag := os.O_RDONLY
 	if write {
-		flag = os.O_RDWR
+		return openToChange(path, os.O_RDWR)
 	}
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, _, err := OpenFile(path, os.O_RDONLY, 0)
+	return f, err
+}
+
+// openToChange opens the existing regular file at path with flag, to
+// change it (write it, touch it): a file with other names is refused too.
+func openToChange(path string, flag int) (*os.File, error) {
+	f, fi, err := OpenFile(path, flag, 0)
 	if err != nil {
-		if isLinkRefusal(err) {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
-		}
 		return nil, err
 	}
-	if err := mustBeRegular(f, path, write); err != nil {
+	if err := singleName(fi, path); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -54,26 +83,22 @@ func ignoringEINTR(op func() error) error {
 	}
 }
 
-// isLinkRefusal reports whether err is O_NOFOLLOW's refusal of a symbolic
-// link: ELOOP (Linux, macOS), EMLINK (FreeBSD).
-func isLinkRefusal(err error) bool {
-	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK)
+// isNotRegularRefusal reports whether err is an open's refusal of
+// something that is not a regular file: O_NOFOLLOW's of a symbolic link
+// (ELOOP on Linux and macOS, EMLINK on FreeBSD), O_NONBLOCK's of a FIFO
+// with no reader to write to, or of a socket (ENXIO), a folder's for
+// writing (EISDIR).
+func isNotRegularRefusal(err error) bool {
+	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EISDIR)
 }
 
-// mustBeRegular refuses an open file that is not a regular file, and, when
-// it is to be changed (written, touched), one with other names: a hard link
-// planted at a sidecar's name must not make gpuexec change the file it
-// names elsewhere. (A record has two names for an instant while it is put
-// back; it is only ever changed by its holder, under the guard.)
-func mustBeRegular(f *os.File, path string, change bool) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); change && ok && st.Nlink != 1 {
+// singleName refuses a file to be changed (written, touched), in state fi
+// at path, that has other names: a hard link planted at a sidecar's name
+// must not make gpuexec change the file it names elsewhere. (A record has
+// two names for an instant while it is put back; it is only ever changed
+// by its holder, under the guard.)
+func singleName(fi fs.FileInfo, path string) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
 		return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it has %d names", ErrNotRegular, st.Nlink)}
 	}
 	return nil
@@ -308,13 +333,5 @@ func tighten(f *os.File, path string, rule Rule) error {
 // OpenToTouch opens the regular file at path to read it and set its times
 // (Touch): futimens on a file one owns needs no write access.
 func OpenToTouch(path string) (*os.File, error) {
-	f, err := OpenRegular(path, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := mustBeRegular(f, path, true); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return openToChange(path, os.O_RDONLY)
 }

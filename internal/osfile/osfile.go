@@ -1,10 +1,11 @@
 // Package osfile holds the operating-system primitives of the lock-file
-// protocol, each with the same contract on every OS:
+// protocol and of the --log file, each with the same contract on every OS:
 //
 //   - opens that never follow a link at the path, never block (a FIFO, a
-//     device) and refuse anything but a regular file (OpenRegular,
-//     CreateExcl, OpenGuard, OpenToTouch; open_unix.go, open_windows.go);
-//     on Windows they share read, write and delete access, as Node does;
+//     device) and refuse anything but a regular file (OpenFile, and for
+//     the lock's files OpenRegular, CreateExcl, OpenGuard, OpenToTouch;
+//     open_unix.go, open_windows.go); on Windows they share read, write
+//     and delete access, as Node does;
 //   - kernel locks on an open file: exclusive and shared tries, a wait in
 //     the kernel, unlock (flock_unix.go: flock; lockfile_windows.go:
 //     LockFileEx on one byte);
@@ -16,6 +17,8 @@
 //
 // Every file in a lock's folder may have been put there by another local
 // user: nothing here reads a path out of a file, and nothing follows one.
+// The system calls that a signal may interrupt (EINTR) are retried here,
+// once for all callers.
 package osfile
 
 import (
