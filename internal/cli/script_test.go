@@ -1,9 +1,5 @@
 //go:build !windows
 
-// The scripts' jobs are sh commands and their expected output Unix paths:
-// on Windows the CLI is tested by the Go tests (run under Wine, see
-// winetest/run), which need no shell.
-
 package cli
 
 import (
@@ -31,7 +27,7 @@ import (
 //     on PATH; $gpuexecdir is its folder alone (PATH=$gpuexecdir leaves a
 //     job no command to find);
 //   - HOME=$WORK, TMPDIR=$WORK/tmp (where a gpuexec without --lock would
-//     take its lock), and no GPUEXEC_* variable of the test's own;
+//     take its lock), TZ=UTC, and no GPUEXEC_* variable of the test's own;
 //   - $LIVEPID, the pid of this test process (a holder that is alive
 //     throughout), and $DEADPID, that of a process that has exited;
 //
@@ -58,10 +54,9 @@ func TestScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	testscript.Run(t, testscript.Params{
-		Dir:                 filepath.Join("testdata", "script"),
-		WorkdirRoot:         root,
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
+		Dir:                filepath.Join("testdata", "script"),
+		WorkdirRoot:        root,
+		RequireUniqueNames: true,
 		Setup: func(e *testscript.Env) error {
 			tmp := filepath.Join(e.WorkDir, "tmp")
 			if err := os.Mkdir(tmp, 0o700); err != nil {
@@ -71,6 +66,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("gpuexecdir", filepath.Dir(bin))
 			e.Setenv("HOME", e.WorkDir)
 			e.Setenv("TMPDIR", tmp)
+			e.Setenv("TZ", "UTC") // status prints its times in local time
 			e.Setenv("GORACE", strings.TrimSpace(e.Getenv("GORACE")+" atexit_sleep_ms=0"))
 			e.Setenv("LIVEPID", strconv.Itoa(os.Getpid()))
 			e.Setenv("DEADPID", strconv.Itoa(dead))
