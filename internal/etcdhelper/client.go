@@ -513,7 +513,7 @@ func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error)
 	}
 	switch ev.Event {
 	case "held":
-		h := newHeld(c, o, ev.Info)
+		h := newHeld(c, o, ev.Info.lock())
 		if ctx.Err() != nil {
 			// Got it just as the caller gave up.
 			h.Release()
@@ -526,7 +526,7 @@ func (Backend) Acquire(ctx context.Context, o lock.Options) (lock.Locker, error)
 		if err == nil {
 			err = context.Canceled
 		}
-		return nil, &lock.WaitError{Seen: ev.Seen, Waited: ev.Waited, Err: err}
+		return nil, &lock.WaitError{Seen: lockStatuses(ev.Seen), Waited: ev.Waited, Err: err}
 	default:
 		c.close()
 		return nil, answerError(ev)
@@ -548,10 +548,10 @@ func (Backend) TryAcquire(o lock.Options) (lock.Locker, error) {
 		c.close()
 		return nil, err
 	case ev.Event == "held":
-		return newHeld(c, o, ev.Info), nil
+		return newHeld(c, o, ev.Info.lock()), nil
 	case ev.Event == "busy":
 		c.close()
-		return nil, &lock.WaitError{Seen: ev.Seen, Err: lock.ErrHeld}
+		return nil, &lock.WaitError{Seen: lockStatuses(ev.Seen), Err: lock.ErrHeld}
 	default:
 		c.close()
 		return nil, answerError(ev)
@@ -580,7 +580,7 @@ func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
 	case err != nil:
 		return nil, err
 	case ev.Event == "report" && ev.Report != nil:
-		return ev.Report, nil
+		return ev.Report.lock(), nil
 	default:
 		return nil, answerError(ev)
 	}
@@ -593,9 +593,9 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 	case err != nil:
 		return nil, err
 	case ev.Event == "cleared" && ev.Error != "":
-		return ev.Status, kindError(ev.Error, ev.Kind)
+		return ev.Status.lock(), kindError(ev.Error, ev.Kind)
 	case ev.Event == "cleared":
-		return ev.Status, nil
+		return ev.Status.lock(), nil
 	default:
 		return nil, answerError(ev)
 	}
