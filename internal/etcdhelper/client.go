@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gpuexec/gpuexec/internal/etcdoptions"
 	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/lock"
@@ -54,24 +55,6 @@ type Backend struct{}
 
 var _ lock.Backend = Backend{}
 
-// Check reports what is wrong with o for an etcd lock, touching nothing,
-// and returns its URL taken apart: the URL (see package etcdurl), the
-// durations and names (lock.Options' Validate), and devices, which an etcd
-// lock does not have. Package etcdlock checks with it too.
-func Check(o lock.Options) (*etcdurl.URL, error) {
-	if o.Path == "" {
-		return nil, &lock.OptionError{Option: "path", Problem: "must not be empty"}
-	}
-	u, err := etcdurl.Parse(o.Path)
-	if err != nil {
-		return nil, &lock.OptionError{Option: "path", Problem: err.Error()}
-	}
-	if len(o.Devices) > 0 {
-		return nil, &lock.OptionError{Option: "devices", Problem: "needs a lock file: an etcd:// lock is one lock; give each GPU a key of its own (--lock etcd://.../gpu0)"}
-	}
-	return u, o.Validate()
-}
-
 // For is the backend of the lock at path: Backend for an etcd:// URL,
 // lock.Files for anything else.
 func For(path string) lock.Backend {
@@ -81,9 +64,10 @@ func For(path string) lock.Backend {
 	return lock.Files
 }
 
-// Check is the package's Check.
+// Check reports what is wrong with o for an etcd lock, touching nothing
+// (and starting no helper).
 func (Backend) Check(o lock.Options) error {
-	_, err := Check(o)
+	_, err := etcdoptions.Check(o)
 	return err
 }
 
@@ -422,7 +406,7 @@ func (c *conn) drain() {
 // milliseconds, before it touches etcd): a helper that has not said it by
 // then is killed.
 func open(op string, o lock.Options, edit func(*request)) (*conn, error) {
-	if _, err := Check(o); err != nil {
+	if _, err := etcdoptions.Check(o); err != nil {
 		return nil, err
 	}
 	c, err := start(o.Logger, op == "hold")

@@ -59,7 +59,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdoptions"
 	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/lock"
@@ -133,7 +133,7 @@ func (c *conn) isClosed() bool {
 // dial timeout that it answers; a cluster that does not is
 // lock.ErrUnreachable.
 func dial(o lock.Options) (*conn, error) {
-	u, err := etcdhelper.Check(o)
+	u, err := etcdoptions.Check(o)
 	if err != nil {
 		return nil, err
 	}
@@ -716,7 +716,7 @@ func (Backend) Inspect(o lock.Options) (*lock.Report, error) {
 
 // Check reports what is wrong with o for an etcd lock, touching nothing.
 func (Backend) Check(o lock.Options) error {
-	_, err := etcdhelper.Check(o)
+	_, err := etcdoptions.Check(o)
 	return err
 }
 
