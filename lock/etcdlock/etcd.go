@@ -50,12 +50,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -180,14 +179,24 @@ func dial(o lock.Options) (*conn, error) {
 // unreachable words a failed first contact; only a cluster that did not
 // answer (as opposed to one that refused us) is lock.ErrUnreachable.
 func unreachable(where string, timeout time.Duration, err error) error {
-	var coded interface{ Code() codes.Code }
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded"):
+	case errors.Is(err, context.DeadlineExceeded) || codeOf(err) == codes.DeadlineExceeded:
 		return fmt.Errorf("lock: etcd at %s did not answer within %s (the URL's dial-timeout): %w", where, timeout, lock.ErrUnreachable)
-	case status.Code(err) == codes.Unavailable || errors.As(err, &coded) && coded.Code() == codes.Unavailable:
+	case codeOf(err) == codes.Unavailable:
 		return fmt.Errorf("lock: etcd at %s: %v: %w", where, err, lock.ErrUnreachable)
 	}
 	return fmt.Errorf("lock: etcd at %s: %w", where, err)
+}
+
+// codeOf is err's gRPC code, whether err is an etcd server error
+// (rpctypes.EtcdError, which the client makes of the errors it knows) or a
+// gRPC status; codes.Unknown for anything else.
+func codeOf(err error) codes.Code {
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		return etcdErr.Code()
+	}
+	return status.Code(err)
 }
 
 func tlsConfig(u *etcdurl.URL) (*tls.Config, error) {
@@ -390,17 +399,24 @@ func (k *keeper) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// Taken before the renewal is sent, on whichever stream and
+		// member: etcd renews the lease when a renewal reaches it, never
+		// before.
 		start := time.Now()
-		ttl, err := k.renewOnce(ctx)
+		rctx, cancel := context.WithTimeout(ctx, k.every)
+		// KeepAliveOnce sends one renewal on a stream of its own (again on
+		// a new one if that stream breaks), waiting at most every.
+		resp, err := k.cli.KeepAliveOnce(rctx, k.id)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err == nil && ttl <= 0:
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			close(k.gone)
 			return
 		case err == nil:
 			k.mu.Lock()
-			k.sent, k.grant = start, time.Duration(ttl)*time.Second
+			k.sent, k.grant = start, time.Duration(resp.TTL)*time.Second
 			k.mu.Unlock()
 			select {
 			case k.renewed <- struct{}{}:
@@ -413,26 +429,6 @@ func (k *keeper) run(ctx context.Context) {
 			next = start.Add(max(k.every/4, 50*time.Millisecond))
 		}
 	}
-}
-
-// renewOnce renews the lease once on a stream of its own, waiting at most
-// every: the lease's TTL, 0 if etcd says it does not exist.
-func (k *keeper) renewOnce(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, k.every)
-	defer cancel()
-	stream, err := pb.NewLeaseClient(k.cli.ActiveConnection()).LeaseKeepAlive(ctx, grpc.WaitForReady(true))
-	if err != nil {
-		return 0, err
-	}
-	if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(k.id)}); err != nil {
-		return 0, err
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return 0, err
-	}
-	stream.CloseSend()
-	return resp.TTL, nil
 }
 
 // held turns the place into a held lock: the record gets acquiredAt.
@@ -796,7 +792,7 @@ func (Backend) Clear(o lock.Options, force bool) (*lock.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
 	if kv.Lease != 0 {
-		if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !strings.Contains(err.Error(), "requested lease not found") {
+		if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return st, fmt.Errorf("etcd lock: revoking the holder's lease: %w", err)
 		}
 	}
