@@ -27,7 +27,7 @@ const EnvVRAM = "GPUEXEC_VRAM_MIB"
 // 128+N that reads as a signal the job got from elsewhere.
 const ExitOverBudget = 123
 
-// MinReserve and ReservePercent make the default reserve (Config.Reserve
+// minReserve and reservePercent make the default reserve (Config.Reserve
 // 0): 5% of the device's memory, at least 512 MiB. Budgets are what the
 // job's processes use as nvidia-smi measures them, CUDA contexts included,
 // but a new process's context (300-500 MiB) appears only once it has
@@ -37,8 +37,8 @@ const ExitOverBudget = 123
 // that, so that sharers within their budgets do not run each other out
 // of memory.
 const (
-	MinReserve     gpu.MiB = 512
-	ReservePercent         = 5
+	minReserve     gpu.MiB = 512
+	reservePercent         = 5
 )
 
 // reserveOf is the reserve on a device of total MiB.
@@ -46,10 +46,10 @@ func reserveOf(set, total gpu.MiB) gpu.MiB {
 	if set > 0 {
 		return set
 	}
-	return max(MinReserve, total*ReservePercent/100)
+	return max(minReserve, total*reservePercent/100)
 }
 
-// MinOverMargin and OverPercent make the margin above its budget a
+// minOverMargin and overPercent make the margin above its budget a
 // sharer's measured memory may reach before it is named over budget:
 // 5% of the budget, at least 256 MiB. nvidia-smi's figure for a process
 // moves with allocator rounding (PyTorch rounds large blocks up to 2 MiB,
@@ -57,13 +57,13 @@ func reserveOf(set, total gpu.MiB) gpu.MiB {
 // context; a budget set from a measured peak (peak_vram_mib) is met
 // within that, and a job truly over its budget is over by more.
 const (
-	MinOverMargin gpu.MiB = 256
-	OverPercent           = 5
+	minOverMargin gpu.MiB = 256
+	overPercent           = 5
 )
 
 // overLimit is the most a sharer of budget MiB may be measured using.
 func overLimit(budget gpu.MiB) gpu.MiB {
-	return budget + max(MinOverMargin, budget*OverPercent/100)
+	return budget + max(minOverMargin, budget*overPercent/100)
 }
 
 // admitShared is lock.Options.AdmitShare: a device is admitted when it is

@@ -117,7 +117,8 @@ type Config struct {
 	NotFoundHint func(command string) string
 	// GPU is where facts about the cards come from (nvidia-smi); nil
 	// reads none. With it, the job's peak video memory is sampled while
-	// it runs (see PeakFirst) and is in the "job exited" line.
+	// it runs (a second into the job, then every 2 s: a job that ends
+	// sooner is not sampled) and is in the "job exited" line.
 	GPU gpu.Source
 	// VRAM is the free video memory the job needs before it starts; 0
 	// checks none. The job starts once it holds the lock of a device
@@ -131,12 +132,12 @@ type Config struct {
 	// beside other sharers on a device while the sharers' budgets, the
 	// memory in use by anything else and VRAM fit in the device's total
 	// less Reserve (see lock.Options.ShareMiB for the queue and the lock
-	// file). While it runs its processes are measured every PeakEvery;
-	// one over its budget by more than the margin (see overLimit) is
-	// named in the log and in status. Needs VRAM and GPU.
+	// file). While it runs its processes are measured every 2 s; one
+	// over its budget by more than a margin (5% of the budget, at least
+	// 256 MiB) is named in the log and in status. Needs VRAM and GPU.
 	Share bool
 	// Reserve is the memory of each device that sharers leave free; 0
-	// takes the default (see MinReserve).
+	// takes the default: 5% of the device's memory, at least 512 MiB.
 	Reserve gpu.MiB
 	// VRAMEnforce stops a sharer found over its budget as Timeout does
 	// (TERM, KillAfter, KILL); gpuexec then exits ExitOverBudget.
@@ -574,7 +575,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
-	rec := recordChild(held, grp.id(), RecordChildAfter, log)
+	rec := recordChild(held, grp.id(), recordChildAfter, log)
 	bc := newBudgetCheck(cfg, held)
 	pk := watchPeak(cfg.GPU, grp.id(), bc)
 
@@ -605,7 +606,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	return code
 }
 
-// RecordChildAfter is how long the job runs before its process group is
+// recordChildAfter is how long the job runs before its process group is
 // written into the lock's record, where status shows it. What keeps the
 // lock held for processes of the job that outlive gpuexec without the
 // liveness file is the group noted in the liveness file the moment the job
@@ -613,7 +614,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 // and renamed) as the job starts would compete for the CPU with its
 // start-up and with the next job's handoff, and a job that ends sooner
 // needs it nowhere.
-const RecordChildAfter = 100 * time.Millisecond
+const recordChildAfter = 100 * time.Millisecond
 
 // recording is the pending write of the job's group into the record.
 type recording struct {
@@ -622,7 +623,7 @@ type recording struct {
 }
 
 // recordChild writes the job's group id into the record once the job has
-// run for after (RecordChildAfter), unless stopped first.
+// run for after (recordChildAfter), unless stopped first.
 func recordChild(held holding, id int, after time.Duration, log hclog.Logger) *recording {
 	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
 	go func() {

@@ -137,13 +137,13 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 		recordChild(h, 42, time.Hour, hclog.NewNullLogger()).stop()
 		select {
 		case id := <-h.calls:
-			t.Fatalf("RecordChild(%d) called for a job stopped before RecordChildAfter", id)
+			t.Fatalf("RecordChild(%d) called for a job stopped before recordChildAfter", id)
 		default:
 		}
 	})
 	t.Run("a job that runs on is recorded once", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 2)}
-		r := recordChild(h, 42, RecordChildAfter, hclog.NewNullLogger())
+		r := recordChild(h, 42, recordChildAfter, hclog.NewNullLogger())
 		select {
 		case id := <-h.calls:
 			if id != 42 {

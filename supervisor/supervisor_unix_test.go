@@ -137,7 +137,7 @@ func TestSignalWhileWaiting(t *testing.T) {
 }
 
 // The record names the job's process group once the job has run for
-// RecordChildAfter, through the real lock.
+// recordChildAfter, through the real lock.
 func TestRecordNamesTheJobsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg, logs := testConfig(t, "sh", "-c", `echo $$ > "$0"; read x; exit 0`, pidFile)

@@ -41,17 +41,17 @@ const freshSample = 2 * time.Second
 // read is one more nvidia-smi run.
 const processesEvery = 5 * time.Second
 
-// Peak sampling while the job runs: the first reading PeakFirst into the
+// Peak sampling while the job runs: the first reading peakFirst into the
 // job (a job that ends sooner, `gpuexec -- true`, runs no nvidia-smi at
-// all), then every PeakEvery. One nvidia-smi run costs tens of
+// all), then every peakEvery. One nvidia-smi run costs tens of
 // milliseconds of CPU (it initialises NVML each time), so this is about 1%
 // of a core beside a GPU job; frameworks keep what their allocator
 // reserved (PyTorch's caching allocator) so the peak is a plateau that
-// lasts well over 2 s. A spike shorter than PeakEvery can be missed: the
+// lasts well over 2 s. A spike shorter than peakEvery can be missed: the
 // figure is a lower bound.
 const (
-	PeakFirst = time.Second
-	PeakEvery = 2 * time.Second
+	peakFirst = time.Second
+	peakEvery = 2 * time.Second
 )
 
 // checkGPU is Validate's part for Config.GPU and Config.VRAM.
@@ -465,7 +465,7 @@ func watchPeak(src gpu.Source, pgid int, bc *budgetCheck) *peak {
 	}
 	go func() {
 		defer close(p.done)
-		t := time.NewTimer(PeakFirst)
+		t := time.NewTimer(peakFirst)
 		defer t.Stop()
 		for {
 			select {
@@ -488,7 +488,7 @@ func watchPeak(src gpu.Source, pgid int, bc *budgetCheck) *peak {
 					bc.reading(sum)
 				}
 			}
-			t.Reset(PeakEvery)
+			t.Reset(peakEvery)
 		}
 	}()
 	return p

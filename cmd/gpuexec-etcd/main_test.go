@@ -285,7 +285,7 @@ func TestJobUnderEtcdLock(t *testing.T) {
 		t.Errorf("status --json while held: %v (gpuexec pid %d)", m, p.cmd.Process.Pid)
 	}
 	// The job's group reaches the record once the job has run
-	// supervisor.RecordChildAfter, not at its start.
+	// supervisor's recordChildAfter (100 ms), not at its start.
 	waitFor(t, "status to name the job's group", func() bool {
 		m = statusJSON(t, url)
 		return m["childPgid"] == float64(mustAtoi(t, job[0]))

@@ -27,8 +27,10 @@
 // without a release (the user died) keeps the lock while the pipe is open
 // or a process of the noted group lives, then releases it.
 //
-// Every value that crosses is a type with JSON tags: request, event,
-// lock.Info, lock.Status, lock.Report, lock.Waiter.
+// Every value that crosses is one of the protocol's own types with JSON
+// tags (request, event, and the wire types of what package lock returns),
+// never one of package lock's: a field renamed there cannot change the
+// protocol. testdata/protocol pins every line, byte for byte.
 package etcdhelper
 
 import (
@@ -86,18 +88,18 @@ type event struct {
 	// Event is hello (the first line); log, lost (any time); report,
 	// cleared, held, busy, waited, error (answers to the request); ok,
 	// released (answers to child and release).
-	Event    string         `json:"event"`
-	Protocol int            `json:"protocol,omitempty"` // hello
-	Level    string         `json:"level,omitempty"`
-	Msg      string         `json:"msg,omitempty"`
-	Args     []any          `json:"args,omitempty"`
-	Info     *lock.Info     `json:"info,omitempty"`
-	Status   *lock.Status   `json:"status,omitempty"`
-	Report   *lock.Report   `json:"report,omitempty"`
-	Seen     []*lock.Status `json:"seen,omitempty"`
-	Waited   time.Duration  `json:"waited,omitempty"`
-	Error    string         `json:"error,omitempty"`
-	Kind     string         `json:"kind,omitempty"` // invalid, unreachable, held
+	Event    string        `json:"event"`
+	Protocol int           `json:"protocol,omitempty"` // hello
+	Level    string        `json:"level,omitempty"`
+	Msg      string        `json:"msg,omitempty"`
+	Args     []any         `json:"args,omitempty"`
+	Info     *wireInfo     `json:"info,omitempty"`
+	Status   *wireStatus   `json:"status,omitempty"`
+	Report   *wireReport   `json:"report,omitempty"`
+	Seen     []*wireStatus `json:"seen,omitempty"`
+	Waited   time.Duration `json:"waited,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Kind     string        `json:"kind,omitempty"` // invalid, unreachable, held; version (hello refused)
 }
 
 // errKind is the kind of err carried in event.Kind, so that errors.Is works

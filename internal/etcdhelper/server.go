@@ -117,7 +117,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadClos
 			s.fail(err)
 			return 1
 		}
-		s.send(event{Event: "report", Report: r})
+		s.send(event{Event: "report", Report: toWireReport(r)})
 		return 0
 	case req.Op == "clear":
 		st, err := b.Clear(o, req.Force)
@@ -125,7 +125,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadClos
 			s.fail(err)
 			return 1
 		}
-		ev := event{Event: "cleared", Status: st}
+		ev := event{Event: "cleared", Status: toWireStatus(st)}
 		if err != nil {
 			ev.Error, ev.Kind = err.Error(), errKind(err)
 		}
@@ -136,7 +136,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadClos
 		var busy *lock.WaitError
 		switch {
 		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
-			s.send(event{Event: "busy", Seen: busy.Seen})
+			s.send(event{Event: "busy", Seen: toWireStatuses(busy.Seen)})
 			return 0
 		case err != nil:
 			s.fail(err)
@@ -174,7 +174,7 @@ func Serve(in io.Reader, out io.Writer, b lock.Backend, live func() (io.ReadClos
 				case r.err == nil:
 					return s.hold(r.h, reqs, hup, log)
 				case errors.As(r.err, &werr):
-					s.send(event{Event: "waited", Seen: werr.Seen, Waited: werr.Waited})
+					s.send(event{Event: "waited", Seen: toWireStatuses(werr.Seen), Waited: werr.Waited})
 					return 0
 				default:
 					s.fail(r.err)
@@ -207,7 +207,7 @@ func watchHangUp(r io.Reader, hup chan<- struct{}) {
 
 func (s *server) hold(h lock.Locker, reqs <-chan request, hup <-chan struct{}, log hclog.Logger) int {
 	info := h.Info()
-	s.send(event{Event: "held", Info: &info})
+	s.send(event{Event: "held", Info: toWireInfo(&info)})
 	lost := h.Lost()
 	pgid := 0
 	// note remembers the job's group here, whatever etcd says: it is

@@ -1,6 +1,7 @@
 package lost
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -24,6 +25,9 @@ func TestSignal(t *testing.T) {
 			t.Error("Lost closed before the announcement")
 		default:
 		}
+		if l.Reason() != nil {
+			t.Error("a reason before Lost is closed")
+		}
 	})
 	l.Mark(second, func() { announced++ })
 	l.Mark(second, nil)
@@ -34,5 +38,15 @@ func TestSignal(t *testing.T) {
 	}
 	if announced != 1 || l.Reason() != first {
 		t.Fatalf("announced %d times, reason %v; want once, %v", announced, l.Reason(), first)
+	}
+}
+
+// A nil reason still closes Lost, and Reason is then not nil.
+func TestSignalWithoutReason(t *testing.T) {
+	l := New()
+	l.Mark(nil, nil)
+	<-l.Lost()
+	if !errors.Is(l.Reason(), context.Canceled) {
+		t.Fatalf("reason %v; want context.Canceled", l.Reason())
 	}
 }
