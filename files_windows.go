@@ -1,7 +1,0 @@
-//go:build windows
-
-package main
-
-// enoughFiles is nil: Windows has no small per-process limit on handles
-// (see files_unix.go).
-func enoughFiles() error { return nil }

@@ -1,0 +1,710 @@
+// Package cli is gpuexec's command line: its commands (run, status,
+// clear, completion), flags and environment variables, help, usage errors,
+// the loggers and the --log file's checks, and the text status and clear
+// print. The program in the module's root hands it its arguments and output
+// streams.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuexec/gpuexec/internal/etcdhelper"
+	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/logfile"
+	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/signals"
+	"github.com/gpuexec/gpuexec/supervisor"
+)
+
+// Version is what gpuexec --version prints after "gpuexec ", when set
+// before Run: the program sets it from its build (-ldflags "-X
+// main.version=v1.2.3"). Empty, --version prints the module version go
+// install recorded, else "dev", with the revision and build time where
+// the build recorded them.
+var Version = ""
+
+// Run is gpuexec given its arguments (args[0] the program's name, as in
+// os.Args) and output streams: it does what the arguments ask, writes its
+// output and messages to stdout and stderr alone, and returns the status
+// the program must exit with (the job's, or one of gpuexec's own that the
+// README lists); it never exits the process itself. It is meant to be
+// called once, by a program's main: it first refuses to start, with status
+// 125, when too few file descriptors are free, then sets the process up as
+// gpuexec needs it for good (one P, GOMAXPROCS 1; a write to a closed pipe
+// fails instead of ending the process).
+func Run(args []string, stdout, stderr io.Writer) int {
+	// Before anything is opened: short of file descriptors, the first
+	// file opened would end gpuexec with the Go runtime's stack trace.
+	if err := enoughFiles(); err != nil {
+		fmt.Fprintln(stderr, "gpuexec: "+err.Error())
+		return supervisor.ExitFailed
+	}
+	// gpuexec mostly waits; one P is all it needs. Measured on 2 cores:
+	// about 1 ms less wall time and 1.6 ms less CPU per run than one P per
+	// core (fewer threads woken and spinning), which matters most while
+	// other jobs' wrappers start and stop around a handoff.
+	runtime.GOMAXPROCS(1)
+	// A closed stdout or stderr (gpuexec ... | head) must never end
+	// gpuexec before it has released the lock.
+	signals.SurviveBrokenPipes()
+	return run(args, stdout, stderr)
+}
+
+// run is Run without the set-up of the process, for the tests that run
+// gpuexec in theirs.
+func run(args []string, stdout, stderr io.Writer) int {
+	// Everything after the first "--" is the child's argv, verbatim: the
+	// parser never sees it, so a child named "status" is not a subcommand.
+	var child []string
+	for i, a := range args {
+		if a == "--" {
+			args, child = args[:i], args[i+1:]
+			if child == nil {
+				child = []string{}
+			}
+			break
+		}
+	}
+	app := newApp(child, stdout, stderr)
+	err := app.Run(spelledOut(args))
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, "gpuexec: "+msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "gpuexec: "+err.Error())
+	return supervisor.ExitFailed
+}
+
+func getVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return versionString(Version, bi)
+}
+
+// usageError turns a flag parsing error into one line and status 125,
+// without the help text.
+func usageError(c *cli.Context, err error, _ bool) error {
+	return cli.Exit(usageMessage(c, err), supervisor.ExitFailed)
+}
+
+func env(name string) []string { return []string{"GPUEXEC_" + name} }
+
+func lockFlag() cli.Flag {
+	return &cli.StringFlag{Name: "lock", Value: lock.DefaultPath(), EnvVars: env("LOCK"), TakesFile: true,
+		Usage: "the lock `PATH`; its folder is created if missing; or etcd://HOST:PORT[,HOST:PORT...]/KEY for a lock in etcd"}
+}
+
+func staleFlag() cli.Flag {
+	return durationFlag("stale", lock.DefaultStale, "STALE", "a lock whose heartbeat (mtime) is older than this is stale", nil)
+}
+
+func gpusFlag() cli.Flag {
+	return &cli.StringFlag{Name: "gpus", EnvVars: env("GPUS"),
+		Usage: "several GPUs, one lock each beside --lock (gpu0.lock, ...): `LIST` of indexes (0,1,3; a UUID is mapped to its index with nvidia-smi) or all; the job takes the first free. A job without --gpus waits for every one of them"}
+}
+
+func gpuCountFlag() cli.Flag {
+	return &cli.IntFlag{Name: "gpu-count", EnvVars: env("GPU_COUNT"), DefaultText: "those nvidia-smi lists", Usage: "how many GPUs --gpus all means (1 to 64)"}
+}
+
+// devices is --gpus (with --gpu-count for all) as lock.Options' Devices;
+// nil without --gpus.
+func devices(ctx context.Context, c *cli.Context) ([]string, error) {
+	list := c.String("gpus")
+	if list == "" {
+		return nil, nil
+	}
+	if list == "all" && !c.IsSet("gpu-count") {
+		return discovered(ctx, c)
+	}
+	if list == "all" && c.Int("gpu-count") <= 0 {
+		return nil, failed("--gpus all needs --gpu-count N (or GPUEXEC_GPU_COUNT) with N > 0")
+	}
+	if list != "all" {
+		var err error
+		if list, err = deviceIndexes(ctx, c, "--gpus", list); err != nil {
+			return nil, err
+		}
+	}
+	names, err := lock.ParseDevices(list, c.Int("gpu-count"))
+	if err != nil {
+		return nil, optionFailed(err)
+	}
+	return names, nil
+}
+
+// optionFailed is failed for an option the lock or the supervisor refused,
+// naming the flag that sets it.
+func optionFailed(err error) error {
+	var oe *lock.OptionError
+	if !errors.As(err, &oe) {
+		return failed("%v", err)
+	}
+	flag := oe.Option
+	switch flag {
+	case "devices":
+		flag = "gpus"
+	case "path":
+		flag = "lock"
+	}
+	return failed("--%s %s", flag, oe.Problem)
+}
+
+func runFlags() []cli.Flag {
+	return append([]cli.Flag{
+		lockFlag(),
+		&cli.StringFlag{Name: "owner", EnvVars: env("OWNER"), Usage: "who holds the lock (default: login user name)"},
+		&cli.StringFlag{Name: "slug", EnvVars: env("SLUG"), Usage: "which job (default: base name of COMMAND)"},
+		durationFlag("wait", 150*time.Minute, "WAIT", "longest time to queue for the lock; 0 tries once, forever waits as long as it takes", waitForever),
+		durationFlag("poll", lock.DefaultPoll, "POLL", "how often a waiter re-checks the lock (not with an etcd lock)", nil),
+		durationFlag("report", lock.DefaultReport, "REPORT", "while waiting, log this often who holds the lock and until when, this job's place in the queue and when it defers", nil),
+		durationFlag("heartbeat", lock.DefaultHeartbeat, "HEARTBEAT", "while holding, touch the lock's mtime this often", nil),
+		staleFlag(),
+		durationFlag("timeout", 0, "TIMEOUT", "longest run of the command, then it is stopped (exit 124); 0 is none. Waiters see when it ends (the lock records it)", nil),
+		&cli.StringFlag{Name: "signal", Value: "TERM", EnvVars: env("SIGNAL"), Usage: "the first signal to the command's group at --timeout: a `NAME` (TERM, INT, HUP, KILL, USR1...) or number"},
+		durationFlag("kill-after", supervisor.DefaultKillAfter, "KILL_AFTER", "SIGKILL the command's group this long after the first signal: --signal at --timeout, or a forwarded Ctrl+C, SIGTERM or SIGHUP. 0: SIGKILL with the first signal; never: no SIGKILL (a job that ignores the first signal keeps the GPU until it exits). With an etcd lock, under a third of its ttl (default there: a quarter of a ttl under 40s)", killNever),
+		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
+		gpusFlag(), gpuCountFlag(),
+		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
+		vramFlag(), nvidiaSMIFlag(),
+	}, append(shareFlags(), []cli.Flag{
+		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated; several gpuexec processes may share one"},
+		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
+		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},
+		&cli.IntFlag{Name: "log-max-age", Value: 30, EnvVars: env("LOG_MAX_AGE"), Usage: "delete rotated --log files older than this many `DAYS` (0 keeps all)"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"), Usage: "the log's format, on stderr and in the --log file: text, or json (one object a line)"},
+		&cli.BoolFlag{Name: "log-json", EnvVars: env("LOG_JSON"), Usage: "write the --log file as JSON lines, whatever --log-format"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "trace, debug, info, warn, error or off"},
+	}...)...)
+}
+
+func newApp(child []string, stdout, stderr io.Writer) *cli.App {
+	// A job's command: what follows "--", else the words after the flags
+	// (see words.go).
+	runAction := func(c *cli.Context) error {
+		if child == nil {
+			return runJob(c, c.Args().Slice(), stderr)
+		}
+		if err := strayWords(c); err != nil {
+			return err
+		}
+		return runJob(c, child, stderr)
+	}
+	return withWords(withCompletion(&cli.App{
+		Name:      "gpuexec",
+		Usage:     "run a command while holding a cross-process GPU lock",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
+		Version:   getVersion(),
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags:     runFlags(),
+		Action:    runAction,
+		// Help: placeholders, durations, signals, exit statuses and
+		// examples (help.go); completion: the completion subcommand.
+		CustomAppHelpTemplate: appHelpTemplate(),
+		EnableBashCompletion:  true,
+		// Errors are printed once, by run.
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{
+				Name:         "run",
+				Usage:        "run COMMAND while holding the lock (the same as without a subcommand)",
+				ArgsUsage:    "-- COMMAND [ARG...]",
+				Description:  inheritNote,
+				Flags:        subcommandFlags(runFlags()...),
+				Before:       inheritFlags,
+				Action:       runAction,
+				OnUsageError: usageError,
+			},
+			{
+				Name:        "status",
+				Usage:       "show who holds the lock, since when, the heartbeat's age, alive or stale",
+				Description: inheritNote,
+				Flags: subcommandFlags(
+					lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), statusReserveFlag(),
+					&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+					&cli.BoolFlag{Name: "check", Usage: "exit 0 when free, 1 when held by a live holder, 2 when stale (with --gpus: 0 when a device is free, else 2 when one is stale, else 1)"},
+				),
+				Before:       inheritFlags,
+				Action:       func(c *cli.Context) error { return statusCmd(c, stdout) },
+				OnUsageError: usageError,
+			},
+			{
+				Name:        "clear",
+				Usage:       "remove a stale lock (a live holder's only with --force)",
+				Description: inheritNote,
+				Flags: subcommandFlags(
+					lockFlag(), staleFlag(),
+					&cli.BoolFlag{Name: "force", Usage: "remove the lock even if its holder is alive"},
+				),
+				Before:       inheritFlags,
+				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
+				OnUsageError: usageError,
+			},
+			completionCommand(stdout),
+		},
+	}), child, "run")
+}
+
+// noArgs refuses stray arguments of status and clear (a "--" given to
+// them is checkWords').
+func noArgs(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().First()), supervisor.ExitFailed)
+	}
+	return nil
+}
+
+// failed is gpuexec's own failure: one line, status 125.
+func failed(format string, a ...any) error {
+	return cli.Exit(fmt.Sprintf(format, a...), supervisor.ExitFailed)
+}
+
+// intervals checks durations that set how often gpuexec does something
+// (polls, reports, heartbeats) or how long a lock lives without one: each
+// is at least lock.MinInterval, so that none keeps a core busy.
+func intervals(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if d := durationOf(c, n); d < lock.MinInterval {
+			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
+		}
+	}
+	return nil
+}
+
+// lockPath is --lock made absolute, once the lock library has checked it
+// as written (lock.CheckPath: empty, or shaped like a URL other than
+// etcd://, which made absolute would look like a path); an etcd:// URL is
+// kept as it is (its backend checks it).
+func lockPath(c *cli.Context) (string, error) {
+	p := c.String("lock")
+	if etcdurl.Is(p) {
+		return p, nil
+	}
+	if err := lock.CheckPath(p); err != nil {
+		return "", optionFailed(err)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", failed("--lock %q: %v", p, err)
+	}
+	return abs, nil
+}
+
+// lockOptions are the lock flags common to run, status and clear; with
+// devices, --gpus too (clear has none: a --gpus or GPUEXEC_GPUS meant for
+// jobs does not reach it).
+func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Options, error) {
+	path, err := lockPath(c)
+	if err != nil {
+		return lock.Options{}, err
+	}
+	o := lock.Options{Path: path, Stale: durationOf(c, "stale")}
+	if withDevices {
+		if o.Devices, err = devices(ctx, c); err != nil {
+			return o, err
+		}
+		// A device's lock named by its path is that device of the lock
+		// beside it (gpu1.lock: --gpus 1 of gpu.lock), checked as
+		// --gpus is.
+		if o.Devices == nil && !etcdurl.Is(o.Path) {
+			if o = o.Canonical(); o.Devices != nil {
+				if _, err := deviceIndexes(ctx, c, "--lock "+filepath.Base(path), o.Devices[0]); err != nil {
+					return o, err
+				}
+			}
+		}
+	}
+	return o, nil
+}
+
+func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
+	// nvidia-smi may run before gpuexec queues (a --gpus UUID mapped to
+	// its index, --gpus all counted, --vram checked): a signal that ends
+	// gpuexec meanwhile stops it, and gpuexec ends with the signal's
+	// status, leaving nothing running. The watch ends once the job's own
+	// handling has begun, so that no signal falls between the two.
+	ctx, ended := signals.Ending(context.Background())
+	defer ended()
+	interrupted := func(err error) error {
+		if sig := ended(); sig != nil {
+			return cli.Exit("interrupted by "+signals.Name(sig)+" before queueing for the GPU lock", signals.ExitStatus(sig))
+		}
+		return err
+	}
+	cfg, err := jobConfig(ctx, c, argv)
+	if err != nil {
+		return interrupted(err)
+	}
+	// Every line names the job, so that the lines of several jobs in one
+	// --log file or journal can be told apart.
+	fields := jobFields(cfg.Lock)
+	logger, closeLog, err := newLogger(c, stderr, fields)
+	if err != nil {
+		return interrupted(err)
+	}
+	defer closeLog()
+	job := logger.With(fields...)
+	if ignored, _ := etcdPoll(c, cfg.Lock.Path); ignored != "" {
+		job.Warn(ignored)
+	}
+	cfg.Lock.Logger = job.Named("lock")
+	cfg.Logger = job.Named("supervisor")
+	sigs, stop := signals.Notify()
+	// Stopping waits for the Go runtime's signal thread, a round trip to
+	// it per signal (about half a millisecond on a small VM): it is left
+	// to the background, which a gpuexec about to exit does not wait for.
+	defer func() { go stop() }()
+	if err := interrupted(nil); err != nil {
+		return err
+	}
+	cfg.Signals = sigs
+	if code := supervisor.Run(context.Background(), cfg); code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// jobConfig reads the job's flags into its Config and checks them, the
+// GPUs too (which may run nvidia-smi, bound by ctx).
+func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.Config, error) {
+	var cfg supervisor.Config
+	if len(argv) == 0 {
+		return cfg, failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+	}
+	// On the command line 0 is no interval (the library takes 0 for its
+	// default; a flag's default is written out).
+	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
+		return cfg, err
+	}
+	if n := c.Int("need"); n < 1 {
+		return cfg, failed("--need must be at least 1, got %d", n)
+	}
+	onLost := c.String("on-lost")
+	if onLost != "stop" && onLost != "continue" {
+		return cfg, failed("--on-lost must be stop or continue, got %q", onLost)
+	}
+	o, err := lockOptions(ctx, c, true)
+	if err != nil {
+		return cfg, err
+	}
+	if _, err := etcdPoll(c, o.Path); err != nil {
+		return cfg, err
+	}
+	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
+	o.Poll, o.Report, o.Heartbeat = durationOf(c, "poll"), durationOf(c, "report"), durationOf(c, "heartbeat")
+	if o.Owner == "" {
+		o.Owner = lock.DefaultOwner()
+	}
+	if o.Slug == "" {
+		o.Slug = lock.SafeName(commandName(argv[0]))
+	}
+	vram, err := sizeOf(c, "vram")
+	if err != nil {
+		return cfg, err
+	}
+	src, err := gpuSource(c, vram)
+	if err != nil {
+		return cfg, err
+	}
+	reserve, err := sizeOf(c, "reserve")
+	if err != nil {
+		return cfg, err
+	}
+	sig, err := signals.Parse(c.String("signal"))
+	if err != nil {
+		return cfg, failed("--signal: %v", err)
+	}
+	cfg = supervisor.Config{
+		Lock:           o,
+		Wait:           durationOf(c, "wait"),
+		Argv:           argv,
+		Timeout:        durationOf(c, "timeout"),
+		TimeoutSignal:  sig,
+		KillAfter:      killAfter(c, o.Path),
+		ContinueOnLost: onLost == "continue",
+		SoleJob:        true,
+		Sentinel:       true,
+		NotFoundHint:   didYouMean(c.App.VisibleCommands()),
+		VRAM:           vram,
+		GPU:            src,
+		Share:          c.Bool("share"),
+		Reserve:        reserve,
+		VRAMEnforce:    c.Bool("vram-enforce"),
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, optionFailed(err)
+	}
+	if err := cfg.CheckGPUs(ctx); err != nil {
+		return cfg, optionFailed(err)
+	}
+	return cfg, nil
+}
+
+// killAfter is --kill-after, or when the user gave none (flag or
+// variable), the default for the lock at path: shorter with an etcd lock
+// of a short ttl.
+func killAfter(c *cli.Context, path string) time.Duration {
+	if c.IsSet("kill-after") {
+		return durationOf(c, "kill-after")
+	}
+	return supervisor.KillAfterFor(path)
+}
+
+// etcdPoll is what --poll comes to with an etcd lock at path, where it
+// has no effect (the lease is the heartbeat): given on the command line it
+// is refused; from GPUEXEC_POLL alone, which may be meant for the lock
+// files of other jobs, it is ignored, and ignored is the line that says
+// so. Neither without an etcd lock or a --poll.
+func etcdPoll(c *cli.Context, path string) (ignored string, err error) {
+	if !etcdurl.Is(path) || !c.IsSet("poll") {
+		return "", nil
+	}
+	// A value given both ways is the command line's; the same value
+	// given both ways is taken for the variable's.
+	if v, set := os.LookupEnv("GPUEXEC_POLL"); set {
+		if d, err := parseDuration(v, nil); err == nil && d == durationOf(c, "poll") {
+			return "GPUEXEC_POLL has no effect on an etcd lock (its lease is the heartbeat): ignored", nil
+		}
+	}
+	return "", failed("--poll has no effect on an etcd lock: its lease is the heartbeat (the URL's ttl=); leave --poll out")
+}
+
+// jobFields are the fields every log line of the job carries: who runs it,
+// which job, this gpuexec's pid, and with --gpus the devices it may take
+// (the lines that take them say which).
+func jobFields(o lock.Options) []any {
+	f := []any{"owner", o.Owner, "slug", o.Slug, "gpuexec-pid", os.Getpid()}
+	if o.Devices != nil {
+		f = append(f, "gpus", strings.Join(o.Devices, ","))
+	}
+	return f
+}
+
+// newLogger builds the root logger: lines on stderr in --log-format and,
+// with --log, a file (in --log-format, or JSON with --log-json) that gets
+// the same lines, rotated by size. Several gpuexec processes may name the
+// same file: see package logfile. What becomes of the file is said on
+// stderr alone (see logSink), in lines that carry fields.
+func newLogger(c *cli.Context, stderr io.Writer, fields []any) (hclog.InterceptLogger, func(), error) {
+	level := hclog.LevelFromString(c.String("log-level"))
+	if level == hclog.NoLevel {
+		return nil, nil, failed("--log-level must be trace, debug, info, warn, error or off, got %q", c.String("log-level"))
+	}
+	format := c.String("log-format")
+	if format != "text" && format != "json" {
+		return nil, nil, failed("--log-format must be text or json, got %q", format)
+	}
+	logger := hclog.NewInterceptLogger(&hclog.LoggerOptions{
+		Name:       "gpuexec",
+		Level:      level,
+		Output:     stderr,
+		JSONFormat: format == "json",
+	})
+	path := c.String("log")
+	if path == "" {
+		return logger, func() {}, nil
+	}
+	for _, n := range []string{"log-max-size", "log-max-backups", "log-max-age"} {
+		if c.Int(n) < 0 {
+			return nil, nil, failed("--%s must not be negative, got %d", n, c.Int(n))
+		}
+	}
+	// The file's errors would be lost in the logger: find out now whether
+	// it can be written, and safely (see logFile).
+	path, err := logFile(path)
+	if err != nil {
+		return nil, nil, failed("--log: %v", err)
+	}
+	maxSize := int64(c.Int("log-max-size"))
+	if maxSize == 0 {
+		maxSize = 100 // as lumberjack, which gpuexec used before, took 0
+	}
+	sink := &logSink{
+		warn: hclog.New(&hclog.LoggerOptions{
+			Name:       "gpuexec.log",
+			Level:      level,
+			Output:     stderr,
+			JSONFormat: format == "json",
+		}).With(fields...),
+		said: map[string]bool{},
+	}
+	file, err := logfile.Open(path, logfile.Options{
+		MaxSize:      maxSize << 20,
+		MaxBackups:   c.Int("log-max-backups"),
+		MaxAge:       time.Duration(c.Int("log-max-age")) * 24 * time.Hour,
+		RotateFailed: sink.rotateFailed,
+	})
+	if err != nil {
+		return nil, nil, failed("--log: %v", err)
+	}
+	sink.file = file
+	logger.RegisterSink(hclog.NewSinkAdapter(&hclog.LoggerOptions{
+		Name:       "gpuexec",
+		Level:      level,
+		Output:     sink,
+		JSONFormat: format == "json" || c.Bool("log-json"),
+	}))
+	return logger, func() { file.Close() }, nil
+}
+
+// lockCommand is the lock that status and clear act on, checked.
+func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, error) {
+	if err := noArgs(c); err != nil {
+		return lock.Options{}, nil, err
+	}
+	if err := intervals(c, "stale"); err != nil {
+		return lock.Options{}, nil, err
+	}
+	// With devices a --gpus UUID is mapped with nvidia-smi, which a
+	// signal that ends gpuexec stops.
+	ctx, ended := context.Background(), func() os.Signal { return nil }
+	if withDevices {
+		ctx, ended = signals.Ending(ctx)
+	}
+	o, err := lockOptions(ctx, c, withDevices)
+	if sig := ended(); sig != nil {
+		return o, nil, readingInterrupted(sig)
+	}
+	if err != nil {
+		return o, nil, err
+	}
+	b := etcdhelper.For(o.Path)
+	if err := b.Check(o); err != nil {
+		return o, nil, optionFailed(err)
+	}
+	return o, b, nil
+}
+
+// readingInterrupted is how status ends when sig came while nvidia-smi
+// ran: stopped and waited for, with 128+N.
+func readingInterrupted(sig os.Signal) error {
+	return cli.Exit("interrupted by "+signals.Name(sig)+" while reading the GPUs", signals.ExitStatus(sig))
+}
+
+func statusCmd(c *cli.Context, stdout io.Writer) error {
+	o, b, err := lockCommand(c, true)
+	if err != nil {
+		return err
+	}
+	r, err := b.Inspect(o)
+	if err != nil {
+		return unreadable(o.Path, err)
+	}
+	// A signal that ends gpuexec while nvidia-smi runs stops it first.
+	ctx, ended := signals.Ending(context.Background())
+	cards, gerr := statusCards(ctx, c, o)
+	if sig := ended(); sig != nil {
+		return readingInterrupted(sig)
+	}
+	var ec cli.ExitCoder
+	if errors.As(gerr, &ec) {
+		return gerr
+	}
+	reserve, err := sizeOf(c, "reserve")
+	if err != nil {
+		return err
+	}
+	beside := devicesBeside(o)
+	m := jsonWithBeside(r, beside)
+	rooms := shareRooms(r, m, cards, reserve)
+	if c.Bool("json") {
+		if gerr != nil {
+			m["gpusError"] = gerr.Error()
+		}
+		if cards != nil {
+			m["gpus"] = cards
+		}
+		if err := printJSON(stdout, m); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, describeReport(r, beside))
+		printCards(stdout, cards, gerr)
+		for _, l := range rooms {
+			fmt.Fprintln(stdout, l)
+		}
+	}
+	if c.Bool("check") {
+		if code := checkStatus(r, beside); code != 0 {
+			return cli.Exit("", code)
+		}
+	}
+	return nil
+}
+
+// printJSON prints v as one JSON line. What other processes wrote into a
+// lock (the Node tool takes any owner) is printed escaped: encoding/json
+// escapes control characters below U+0020 but passes DEL, C1 controls and
+// format characters (U+202E) through, which act on a terminal.
+func printJSON(stdout io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return failed("%v", err)
+	}
+	var out strings.Builder
+	for _, r := range string(b) {
+		if r < utf8.RuneSelf && r != 0x7f || strconv.IsPrint(r) {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	fmt.Fprintln(stdout, out.String())
+	return nil
+}
+
+func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
+	o, b, err := lockCommand(c, false)
+	if err != nil {
+		return err
+	}
+	o.Logger = hclog.New(&hclog.LoggerOptions{Name: "gpuexec", Output: stderr, Level: hclog.Info}).Named("lock")
+	st, err := b.Clear(o, c.Bool("force"))
+	switch {
+	case errors.Is(err, lock.ErrHeld) && c.Bool("force"):
+		// Only a job whose record was removed while it runs is left
+		// after a forced clear: no file of a live job is removed.
+		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", st.Describe()), 1)
+	case errors.Is(err, lock.ErrHeld):
+		return cli.Exit(notCleared(st), 1)
+	case errors.Is(err, lock.ErrNoFolder), errors.Is(err, syscall.ENOTDIR):
+		// A mistyped --lock is not a free lock, as for status.
+		return unreadable(o.Path, err)
+	case err != nil:
+		return failed("%v", err)
+	case st.State == lock.StateFree:
+		fmt.Fprintln(stdout, "free: nothing to clear")
+	case st.State == lock.StateHeld:
+		fmt.Fprintln(stdout, "cleared (forced): "+lockText(st)+"\n"+afterForcedClear(st))
+	default:
+		fmt.Fprintln(stdout, "cleared: "+st.Describe())
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package cli
+
+// Black-box tests of help, version, completion and the help text of a few
+// flags.
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// gpuexec help and gpuexec version answer as --help and --version; a
+// command named help still runs after "--".
+func TestHelpAndVersionAsWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range [][2][]string{
+		{{"help"}, {"--help"}},
+		{{"help", "status"}, {"--help", "status"}},
+		{{"version"}, {"--version"}},
+	} {
+		t.Run(strings.Join(tc[0], " "), func(t *testing.T) {
+			t.Parallel()
+			got, want := gx(t, nil, tc[0]...), gx(t, nil, tc[1]...)
+			wantCode(t, got, 0)
+			if got.stdout != want.stdout || got.stdout == "" || got.stderr != "" {
+				t.Errorf("gpuexec %s printed\n%s\n(stderr %q), want what gpuexec %s prints:\n%s",
+					strings.Join(tc[0], " "), got.stdout, got.stderr, strings.Join(tc[1], " "), want.stdout)
+			}
+		})
+	}
+	t.Run("-- help", func(t *testing.T) {
+		t.Parallel()
+		dir, lock := lockIn(t)
+		r := gx(t, tmpEnv(t, "PATH="+t.TempDir()), "--lock", lock, "--", "help")
+		wantCode(t, r, 127)
+		if !strings.Contains(r.stderr, "help: command not found") || r.stdout != "" {
+			t.Errorf("gpuexec -- help did not look for a command help:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		}
+		wantNoLock(t, lock)
+		wantOnlyGuard(t, dir)
+	})
+}
+
+// The help of a few flags: --gpu-count has one default, --log-format names
+// its values, status's --reserve says what it is for there.
+func TestFlagHelpLines(t *testing.T) {
+	t.Parallel()
+	help := gx(t, nil, "--help")
+	wantCode(t, help, 0)
+	status := gx(t, nil, "status", "--help")
+	wantCode(t, status, 0)
+	line := func(out, flag string) string {
+		for _, l := range lines(out) {
+			if strings.HasPrefix(strings.TrimSpace(l), flag+" ") {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s in:\n%s", flag, out)
+		return ""
+	}
+	for _, out := range []string{help.stdout, status.stdout} {
+		if l := line(out, "--gpu-count"); strings.Count(l, "default") != 1 {
+			t.Errorf("--gpu-count has more than one default: %s", l)
+		}
+	}
+	if l := line(help.stdout, "--log-format"); !strings.Contains(l, "--log-format text|json ") {
+		t.Errorf("--log-format does not name its values: %s", l)
+	}
+	if l := line(status.stdout, "--reserve"); !strings.Contains(l, "left to share") {
+		t.Errorf("status --reserve does not say what it is for in status: %s", l)
+	}
+	for _, s := range []string{"--wait DURATION", "forever", "--kill-after DURATION", "never"} {
+		if !strings.Contains(help.stdout, s) {
+			t.Errorf("--help lacks %q", s)
+		}
+	}
+}
+
+// After a flag that takes one of a few values, completion offers them;
+// after another flag that takes a value, nothing (the shell completes a
+// file name).
+func TestCompletionOffersValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--on-lost"}, "stop\ncontinue\n"},
+		{[]string{"run", "--on-lost"}, "stop\ncontinue\n"},
+		{[]string{"--log-level"}, "trace\ndebug\ninfo\nwarn\nerror\noff\n"},
+		{[]string{"--log-format"}, "text\njson\n"},
+		{[]string{"--lock"}, ""},
+		{[]string{"--wait"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := gx(t, nil, append(tc.args, "--generate-bash-completion")...)
+			wantCode(t, r, 0)
+			if r.stdout != tc.want {
+				t.Errorf("completion after %v: %q, want %q", tc.args, r.stdout, tc.want)
+			}
+		})
+	}
+	r := gx(t, nil, "--signal", "--generate-bash-completion")
+	if !strings.Contains(r.stdout, "TERM\n") || !strings.Contains(r.stdout, "KILL\n") {
+		t.Errorf("completion after --signal: %q, want signal names", r.stdout)
+	}
+}
+
+// The README's Quick tour runs on any machine: the commands it runs under
+// gpuexec are ones every machine has, not nvidia-smi.
+func TestQuickTourNeedsNoGPU(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(repoFile("README.md"))
+	if err != nil {
+		t.Skip(err)
+	}
+	_, tour, _ := strings.Cut(string(b), "## Quick tour\n")
+	tour, _, _ = strings.Cut(tour, "\n## ")
+	everywhere := map[string]bool{"sleep": true, "echo": true, "true": true, "false": true, "date": true, "sh": true}
+	n := 0
+	for _, m := range regexp.MustCompile(`gpuexec [^\n#]*?-- (\S+)`).FindAllStringSubmatch(tour, -1) {
+		n++
+		if !everywhere[m[1]] {
+			t.Errorf("the Quick tour runs %q, which a machine may not have: %s", m[1], m[0])
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no gpuexec ... -- COMMAND in the Quick tour:\n%s", tour)
+	}
+}

@@ -1,9 +1,0 @@
-//go:build unix
-
-package main
-
-import "path/filepath"
-
-// commandName is the default --slug for a job running argv0: its base
-// name ("render.py" for /opt/render/render.py).
-func commandName(argv0 string) string { return filepath.Base(argv0) }
