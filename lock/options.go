@@ -1,12 +1,12 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -52,13 +52,6 @@ func (t target) guardOrder() []int {
 	})
 	return order
 }
-
-// maxDevices bounds Options.Devices: the largest machines hold 16 GPUs;
-// each device is a lock file and a guard, checked at every try.
-const maxDevices = 64
-
-// maxDeviceName bounds a device's name: a GPU UUID is 40 characters.
-const maxDeviceName = 128
 
 // withDefaults checks o, fills in the defaults and resolves the path (see
 // resolve), and works out the target.
@@ -182,12 +175,6 @@ func (o Options) target() (target, error) {
 	return t, nil
 }
 
-// deviceFile is the lock file of device n beside the lock at path.
-func deviceFile(path, n string) string {
-	dir, stem, ext := deviceName(path)
-	return filepath.Join(dir, stem+n+ext)
-}
-
 // Canonical is o with a Path that names a device's lock, and no Devices,
 // made the lock it is beside with that one device: a name that ends in a
 // device's index (0 to 63, no leading zeros) before its extension, after a
@@ -204,77 +191,6 @@ func (o Options) Canonical() Options {
 		o.Path, o.Devices = anchor, []string{dev}
 	}
 	return o
-}
-
-// deviceName splits a lock path into what names its devices' lock files:
-// the folder, and the name's stem and extension between which a device's
-// name goes (gpu.lock → gpu0.lock).
-func deviceName(path string) (dir, stem, ext string) {
-	dir, file := filepath.Split(path)
-	ext = filepath.Ext(file)
-	return dir, strings.TrimSuffix(file, ext), ext
-}
-
-// checkDevices checks a device list: 1 to maxDevices names, each a device
-// index (see validIndex), none twice.
-func checkDevices(names []string) error {
-	if len(names) > maxDevices {
-		return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", len(names), maxDevices)}
-	}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if !validIndex(n) {
-			return &OptionError{Option: "devices", Problem: notIndex(n)}
-		}
-		if seen[n] {
-			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names device %s twice", n)}
-		}
-		seen[n] = true
-	}
-	return nil
-}
-
-// notIndex says why n names no device's lock.
-func notIndex(n string) string {
-	switch {
-	case allDigits(n) && len(n) > 1 && n[0] == '0':
-		return fmt.Sprintf("names %q: write the index without leading zeros (%s), one lock per card", n, strings.TrimLeft(n[:len(n)-1], "0")+n[len(n)-1:])
-	case allDigits(n):
-		return fmt.Sprintf("names device %s: an index is at most %d", n, maxIndex)
-	case strings.HasPrefix(strings.ToUpper(n), "GPU-") || strings.HasPrefix(strings.ToUpper(n), "MIG-"):
-		return fmt.Sprintf("names %q, a UUID: a device's lock is named by its index (nvidia-smi's), so that one card is one lock", printable(SafeName(n)))
-	}
-	return fmt.Sprintf("names %q, which is not a GPU index (0, 1, 2, ...)", printable(SafeName(n)))
-}
-
-func parseDevices(list string, count int) ([]string, error) {
-	if list == "all" {
-		if count < 1 {
-			return nil, &OptionError{Option: "devices", Problem: "all needs a device count of at least 1"}
-		}
-		if count > maxDevices {
-			return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("all means %d devices: at most %d", count, maxDevices)}
-		}
-		names := make([]string, count)
-		for i := range names {
-			names[i] = strconv.Itoa(i)
-		}
-		return names, nil
-	}
-	if k := strings.Count(list, ",") + 1; k > maxDevices {
-		return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", k, maxDevices)}
-	}
-	names := strings.Split(list, ",")
-	for i, n := range names {
-		n = strings.TrimSpace(n)
-		// 07 is 7: one card, one lock.
-		if allDigits(n) && len(n) <= 3 {
-			k, _ := strconv.Atoi(n)
-			n = strconv.Itoa(k)
-		}
-		names[i] = n
-	}
-	return names, checkDevices(names)
 }
 
 // resolve makes a lock path absolute, its folder resolved to one that no
@@ -313,3 +229,122 @@ func makeFolder(dir string) error {
 	}
 	return nil
 }
+
+// Defaults for zero Options fields; the Node tool's values.
+const (
+	DefaultPoll      = 20 * time.Second
+	DefaultReport    = 5 * time.Minute
+	DefaultHeartbeat = 5 * time.Minute
+	DefaultStale     = 90 * time.Minute
+)
+
+// MinInterval is the shortest Poll, Report, Heartbeat and Stale allowed:
+// each is work done while waiting or holding (a heartbeat takes the guard
+// and touches the lock), and a nanosecond would keep a core busy doing it.
+const MinInterval = time.Millisecond
+
+// Options says which lock to take and how to behave while waiting and
+// holding. Zero durations take the Default values.
+type Options struct {
+	// Path is the lock file; its folder is created if missing. With
+	// Devices it is where their shared queue is kept (its guard and
+	// tickets), and no lock file is made at Path itself.
+	Path string
+	// Devices, when set, are GPUs with a lock file each beside Path, the
+	// device's index before Path's extension: gpu.lock → gpu0.lock,
+	// gpu1.lock. A name is the device's index as nvidia-smi numbers it
+	// (what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID),
+	// in decimal without leading zeros, 0 to 63, so that one card is one
+	// lock; at most 64 devices. The lock at Path then holds a cover while
+	// any device is held, and Path's name must not end in a digit. A
+	// device's lock named as Path without Devices is that device (see
+	// Canonical).
+	Devices []string
+	// Need is how many of Devices a holder takes at once (0: 1). Waiters
+	// are served in arrival order, the head taking whichever devices are
+	// free, all it needs at once or none, so that two jobs can never
+	// deadlock holding one each.
+	Need int
+	// Owner and Slug are recorded in the lock: who holds it and which job.
+	Owner, Slug string
+	// Poll is how often a waiter re-checks everything (the fallback where
+	// the folder cannot be watched).
+	Poll time.Duration
+	// Report is how often a waiter logs the current holder.
+	Report time.Duration
+	// Heartbeat is how often a holder touches the lock file's mtime.
+	Heartbeat time.Duration
+	// Stale is the heartbeat age after which a lock is stale.
+	Stale time.Duration
+	// HoldLimit is the longest the holder will hold the lock (a job's
+	// timeout): the record then says when that ends (Info.Deadline), and
+	// waiters show it. 0 (or less) records none. Nothing here enforces it.
+	HoldLimit time.Duration
+	// Logger receives the waiting, acquired, stale-cleared, lost and
+	// releasing lines. They name the lock, not the caller: a caller whose
+	// lines must be told apart from others' gives a Logger With its own
+	// fields (gpuexec gives owner, slug and its pid). A waiting line
+	// says the holder and the queue in its message, and has no fields
+	// that repeat it (see Status.WaitingLine). Nil logs nothing.
+	Logger hclog.Logger
+	// Admit, when set, is asked whether free locks may be taken now (the
+	// gpuexec command asks whether the device has the free video memory
+	// the job needs). A caller whose turn it is and that finds locks
+	// free calls it outside every guard with their device names (for a
+	// single lock, the one name ""), and takes only the devices it
+	// admits, in Devices' order. When too few are admitted the caller
+	// keeps its place at the front of the queue (those behind it do not
+	// pass it: it is not stopped, it waits), and asks again every
+	// second. Admit may take a while (a second or so: it samples the
+	// device) and must return when ctx ends. It returns, for each name,
+	// whether that device may be taken, and a line saying what is in the
+	// way, for the waiting line and WaitError.Why.
+	Admit func(ctx context.Context, devices []string) (ok []bool, why string)
+	// ShareMiB, when above 0, makes the holder a sharer with a budget of
+	// that many MiB of video memory: it may take a device whose lock is
+	// free, or join one held in shared mode by other sharers, and other
+	// sharers may join it; a holder without ShareMiB takes a device alone
+	// and never joins a shared lock. Sharers queue in the one queue, in
+	// arrival order with everyone else: a sharer behind a waiter that
+	// competes for the same device does not join a shared lock before
+	// that waiter is served. While any sharer (or its job) runs, the lock
+	// file holds one record in the seed's format with "share": true (see
+	// Info.Share), so that the seed's tool sees the device busy; it is
+	// removed when the last sharer leaves, or judged stale once none is
+	// alive (by the kernel's locks, never by a timer alone). Admit is not
+	// asked for sharers: AdmitShare is.
+	ShareMiB int64
+	// AdmitShare is Admit for a sharer: asked, as Admit is, with every
+	// device it could take now, free or held in shared mode, and the
+	// live sharers on each as read under the device's guard. A device
+	// whose sharers' budgets grew after the answer is asked about again
+	// before it is joined. Nil admits every candidate (the budgets are
+	// then recorded, not checked).
+	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
+}
+
+// Validate reports what is wrong with o's durations, names, devices and
+// need as Acquire, TryAcquire, Inspect and Clear would, touching nothing:
+// a program checks its input with it before it starts other work. The
+// error is an *OptionError. (The path is checked when it is used: see
+// FolderError.)
+func (o Options) Validate() error {
+	_, err := o.withDurations()
+	if err == nil {
+		_, err = o.target()
+	}
+	return err
+}
+
+// OptionError is an option that cannot be used. Option names it as the
+// gpuexec command does: poll, report, heartbeat, stale, owner, slug,
+// devices, need, path.
+type OptionError struct {
+	Option  string
+	Problem string // reads after the option's name: "must be at least 1ms, got 0s"
+}
+
+func (e *OptionError) Error() string { return "lock: invalid " + e.Option + ": " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *OptionError) Unwrap() error { return ErrInvalid }
