@@ -19,41 +19,41 @@ const tendEvery = 500 * time.Millisecond
 
 // attemptAdmitted is attempt with Options.Admit: a try that found free
 // locks it could take but for Admit asks Admit about them, outside every
-// guard, and tries again with those admitted. pl.why keeps what Admit said
+// guard, and tries again with those admitted. ws.why keeps what Admit said
 // while it refuses.
-func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
+func attemptAdmitted(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, []*Status, error) {
 	try := func() (*Held, []*Status, error) {
 		ctx := ctx
-		if pl.tryWait > 0 {
+		if ws.tryWait > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, pl.tryWait)
+			ctx, cancel = context.WithTimeout(ctx, ws.tryWait)
 			defer cancel()
 		}
-		return attempt(ctx, o, t, pl)
+		return attempt(ctx, o, t, ws)
 	}
-	pl.refused, pl.admitted, pl.admittedWith = nil, nil, nil
+	ws.refused, ws.admitted, ws.admittedWith = nil, nil, nil
 	h, seen, err := try()
-	if err != nil || h != nil || len(pl.refused) == 0 {
+	if err != nil || h != nil || len(ws.refused) == 0 {
 		if err == nil {
-			pl.why = ""
+			ws.why = ""
 		}
 		return h, seen, err
 	}
-	names := make([]string, len(pl.refused))
-	for k, i := range pl.refused {
+	names := make([]string, len(ws.refused))
+	for k, i := range ws.refused {
 		if t.names != nil {
 			names[k] = t.names[i]
 		}
 	}
-	stop := pl.tend()
+	stop := ws.tend()
 	var ok []bool
 	var why string
-	pl.admittedWith = make([]int64, len(t.paths))
+	ws.admittedWith = make([]int64, len(t.paths))
 	if o.ShareMiB > 0 {
-		cands := make([]Candidate, len(pl.refused))
-		for k, i := range pl.refused {
+		cands := make([]Candidate, len(ws.refused))
+		for k, i := range ws.refused {
 			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers}
-			pl.admittedWith[i], _ = Budget(seen[i].Sharers)
+			ws.admittedWith[i], _ = Budget(seen[i].Sharers)
 		}
 		ok, why = o.AdmitShare(ctx, cands)
 	} else {
@@ -61,64 +61,64 @@ func attemptAdmitted(ctx context.Context, o Options, t target, pl *place) (*Held
 	}
 	stop()
 	if ctx.Err() != nil {
-		if pl.why == "" {
-			pl.why = why // what held it up was Admit, not a holder
+		if ws.why == "" {
+			ws.why = why // what held it up was Admit, not a holder
 		}
 		return nil, seen, ctx.Err()
 	}
-	pl.admitted = make([]bool, len(t.paths))
+	ws.admitted = make([]bool, len(t.paths))
 	n := 0
-	for k, i := range pl.refused {
+	for k, i := range ws.refused {
 		if k < len(ok) && ok[k] {
-			pl.admitted[i] = true
+			ws.admitted[i] = true
 			n++
 		}
 	}
-	if n < len(pl.refused) && why == "" {
+	if n < len(ws.refused) && why == "" {
 		why = "a free GPU to be admitted"
 	}
-	pl.why = why
+	ws.why = why
 	if n < t.need {
 		return nil, seen, nil
 	}
-	pl.refused = nil
+	ws.refused = nil
 	h, again, err := try()
-	pl.admitted, pl.admittedWith = nil, nil
+	ws.admitted, ws.admittedWith = nil, nil
 	if again != nil {
 		seen = again
 	}
-	if err == nil && (h != nil || len(pl.refused) == 0) {
-		pl.why = ""
+	if err == nil && (h != nil || len(ws.refused) == 0) {
+		ws.why = ""
 	}
 	return h, seen, err
 }
 
 // admit keeps of the free locks (and, for a sharer, the shared ones) those
-// Admit let through for this try, noting the others in pl.refused. A shared
+// Admit let through for this try, noting the others in ws.refused. A shared
 // lock whose sharers' budgets grew since Admit was asked is asked about
 // again.
-func (pl *place) admit(o Options, free []int, seen []*Status) []int {
+func (ws *waitState) admit(o Options, free []int, seen []*Status) []int {
 	if o.ShareMiB > 0 && o.AdmitShare == nil {
 		return free
 	}
 	var ok []int
-	pl.refused = pl.refused[:0]
+	ws.refused = ws.refused[:0]
 	for _, i := range free {
 		used, known := Budget(seen[i].Sharers)
-		grew := !known || (i < len(pl.admittedWith) && used > pl.admittedWith[i])
-		if i < len(pl.admitted) && pl.admitted[i] && !grew {
+		grew := !known || (i < len(ws.admittedWith) && used > ws.admittedWith[i])
+		if i < len(ws.admitted) && ws.admitted[i] && !grew {
 			ok = append(ok, i)
 		} else {
-			pl.refused = append(pl.refused, i)
+			ws.refused = append(ws.refused, i)
 		}
 	}
 	return ok
 }
 
-// tend touches pl's ticket every tendEvery until the returned stop is
+// tend touches ws's ticket every tendEvery until the returned stop is
 // called (a no-op without a ticket).
-func (pl *place) tend() (stop func()) {
-	tk := pl.tk
+func (ws *waitState) tend() (stop func()) {
+	tk := ws.tk
 	if tk == nil {
 		return func() {}
 	}
@@ -147,8 +147,8 @@ func (pl *place) tend() (stop func()) {
 // refused: it asks again after admitEvery (or at the poll), tending its
 // ticket meanwhile, and logs the waiting line when rep says it is due. It
 // returns false when ctx ends.
-func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter) bool {
-	stop := pl.tend()
+func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter) bool {
+	stop := ws.tend()
 	defer stop()
 	t := time.NewTimer(admitEvery)
 	defer t.Stop()
@@ -166,17 +166,17 @@ func (pl *place) awaitAdmission(ctx context.Context, poll *time.Timer, rep *repo
 	}
 }
 
-// tendedAhead is the latest time a live rival waiter ahead of pl touched
+// tendedAhead is the latest time a live rival waiter ahead of ws touched
 // its ticket (zero when none is known).
-func (pl *place) tendedAhead() time.Time {
+func (ws *waitState) tendedAhead() time.Time {
 	var latest time.Time
-	tickets, err := listTickets(pl.q.anchor)
+	tickets, err := listTickets(ws.q.path)
 	if err != nil {
 		return latest
 	}
-	seq := pl.seq()
+	seq := ws.seq()
 	for _, t := range tickets {
-		if t.seq >= seq || !pl.q.rival(t) {
+		if t.seq >= seq || !ws.q.rival(t) {
 			continue
 		}
 		if fi, err := os.Lstat(t.path); err == nil && fi.ModTime().After(latest) && ticketAlive(t.path) {

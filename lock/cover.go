@@ -16,7 +16,7 @@ import (
 // never on one card whichever way each named it:
 //
 //   - a plain holder takes the lock at the path only while no device lock
-//     beside it is held (each is settled under its own guard, inside the
+//     beside it is held (each is judged under its own guard, inside the
 //     path's, at every try);
 //   - a device holder takes device locks only while the lock at the path
 //     is free or is a cover, which it then creates or joins: a record in
@@ -34,11 +34,12 @@ import (
 // device N of the lock it is beside: see Options.Canonical), so the steps of the
 // two kinds never interleave.
 
-// settleBeside settles, for a plain lock at o.Path (whose guard the caller
-// holds), every device lock beside it, each under its own guard, which is
+// clearStaleBeside judges, for a plain lock at o.Path (whose guard the
+// caller holds), every device lock beside it, clearing the stale ones,
+// each under its own guard, which is
 // kept: it returns those held (each named by its device) and the guards,
 // which the caller releases.
-func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
+func clearStaleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
 	paths, names, err := devicesBeside(o.Path)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +51,7 @@ func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*gua
 			return nil, nil, err
 		}
 		guards = append(guards, g)
-		st, err := settle(o, p)
+		st, err := clearStale(o, p)
 		if err != nil {
 			releaseGuards(guards)
 			return nil, nil, err
@@ -63,7 +64,7 @@ func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*gua
 	return held, guards, nil
 }
 
-// inspectBeside is settleBeside that changes nothing and takes no guard:
+// inspectBeside is clearStaleBeside that changes nothing and takes no guard:
 // the device locks held beside the plain lock at o.Path, as judged now.
 func inspectBeside(o Options) []*Status {
 	paths, names, err := devicesBeside(o.Path)
@@ -80,8 +81,8 @@ func inspectBeside(o Options) []*Status {
 	return held
 }
 
-// coverBlocks reports whether the lock at a device set's path, as settled
-// (st), keeps its devices from being taken: anything there but a cover
+// coverBlocks reports whether the lock at a device set's path, as judged
+// under its guard (st), keeps its devices from being taken: anything there but a cover
 // held by this host's device holders (a plain holder, a plain sharer, the
 // seed's tool, a record being written, a job whose record was removed).
 func coverBlocks(st *Status) bool {
@@ -98,10 +99,10 @@ func joinableCover(st *Status) bool {
 		!st.Info.Share && (st.Reason == "" || sameHost(st.Info.Host))
 }
 
-// takeCover creates (when the lock at o.Path, settled as st, is free) or
+// takeCover creates (when the lock at o.Path, judged as st, is free) or
 // joins (when it is a cover) the cover of a device set's holder, with its
 // shared liveness lock. Call with the path's guard held.
-func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+func takeCover(o Options, st *Status, ls *lost.Signal) (*heldFile, error) {
 	if st.State == StateFree {
 		info := newInfo(o)
 		info.Cover = true
@@ -113,7 +114,7 @@ func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 			live.release()
 			return nil, err
 		}
-		return newCoverLock(o, info, live, ls), nil
+		return newHeldCover(o, info, live, ls), nil
 	}
 	live, err := joinLive(o.Path, st.Info.Token)
 	if err != nil {
@@ -127,16 +128,16 @@ func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 		return takeCover(o, &Status{Path: o.Path, State: StateFree}, ls)
 	}
 	info := *st.Info
-	return newCoverLock(o, &info, live, ls), nil
+	return newHeldCover(o, &info, live, ls), nil
 }
 
-func newCoverLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLock {
-	return newFileLock(o, info, live, nil, ls, true)
+func newHeldCover(o Options, info *Info, live *liveLock, ls *lost.Signal) *heldFile {
+	return newHeldFile(o, info, live, nil, ls, true)
 }
 
 // me is this holder as a shared record or a cover names it: its pid,
 // owner, slug, host, start, and its job's group once told.
-func (h *fileLock) me() Info {
+func (h *heldFile) me() Info {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.share != nil {
@@ -150,12 +151,12 @@ func (h *fileLock) me() Info {
 // noteCoverChild writes the job's group into the cover when it names this
 // holder (for status, and for the seed's tool nothing: it reads the pid).
 // Call without the guard.
-func (h *fileLock) noteCoverChild(g jobGroup) error {
+func (h *heldFile) noteCoverChild(g jobGroup) error {
 	h.mu.Lock()
 	h.group = g
 	h.mu.Unlock()
 	return h.underGuard(h.beat, func() error {
-		st, err := h.ours()
+		st, err := h.readOurs()
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == g.id && st.Info.ChildStart == g.since) {
 			return err
 		}
@@ -169,7 +170,7 @@ func (h *fileLock) noteCoverChild(g jobGroup) error {
 // cover and its liveness file go; else, when the cover names this holder,
 // it is rewritten to name another device holder. It reports whether the
 // cover was removed.
-func (h *fileLock) leaveCover() (bool, error) {
+func (h *heldFile) leaveCover() (bool, error) {
 	others := inspectBeside(h.o)
 	if len(others) == 0 {
 		removed, err := h.removeRecordNow()
@@ -177,7 +178,7 @@ func (h *fileLock) leaveCover() (bool, error) {
 		return removed, err
 	}
 	defer h.live.drop()
-	st, err := h.ours()
+	st, err := h.readOurs()
 	if err != nil || st.Info.PID != os.Getpid() {
 		return false, nil
 	}

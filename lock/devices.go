@@ -182,7 +182,7 @@ func devicesBeside(lockPath string) (paths, names []string, err error) {
 		paths = append(paths, filepath.Join(dir, stem+dev+ext))
 		names = append(names, dev)
 	}
-	t := target{paths: paths}
+	t := lockSet{paths: paths}
 	order := t.guardOrder()
 	sp, sn := make([]string, len(order)), make([]string, len(order))
 	for k, i := range order {

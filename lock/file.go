@@ -108,9 +108,9 @@ func createRecord(path string, info *Info) error {
 	return nil
 }
 
-// sameLock reports whether content is the very lock that judged describes:
+// sameRecord reports whether content is the very lock that judged describes:
 // same token and pid, or for a record that did not parse, the same bytes.
-func sameLock(judged *Status, content []byte) bool {
+func sameRecord(judged *Status, content []byte) bool {
 	if judged.Info == nil {
 		return bytes.Equal(judged.Content, content)
 	}
@@ -131,22 +131,22 @@ var errChanged = errors.New("lock file changed while it was being removed")
 // through here or setAside (stale clearing, clear, release): keep them the
 // only ones.
 func removeIfSame(path string, judged *Status) error {
-	tomb, err := setAside(path, judged)
+	aside, err := setAside(path, judged)
 	if err != nil {
 		return err
 	}
-	return deleteSetAside(tomb)
+	return deleteSetAside(aside)
 }
 
-// deleteSetAside deletes the lock file setAside moved to tomb; "" is none.
+// deleteSetAside deletes the lock file setAside moved to aside; "" is none.
 // One already gone is no error: after a release lets go of the guard, the
 // next holder's sweep may find it first where it cannot see this process
 // alive (another pid namespace sharing the folder).
-func deleteSetAside(tomb string) error {
-	if tomb == "" {
+func deleteSetAside(aside string) error {
+	if aside == "" {
 		return nil
 	}
-	err := osfile.RetrySharing(func() error { return os.Remove(tomb) })
+	err := osfile.RetrySharing(func() error { return os.Remove(aside) })
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -160,23 +160,23 @@ func deleteSetAside(tomb string) error {
 // ("<lock>.stale-PID-xxxxxx"), which sweep leaves alone while this process
 // lives and removes after. A release deletes it once it has let go of the
 // guard, so that the next holder does not wait for the deletion.
-func setAside(path string, judged *Status) (tomb string, err error) {
-	tomb = fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
-	if err := osfile.RetrySharing(func() error { return os.Rename(path, tomb) }); err != nil {
+func setAside(path string, judged *Status) (aside string, err error) {
+	aside = fmt.Sprintf("%s.stale-%d-%06x", path, os.Getpid(), rand.Uint32N(1<<24))
+	if err := osfile.RetrySharing(func() error { return os.Rename(path, aside) }); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil
 		}
 		return "", err
 	}
-	content, err := readAllLimited(tomb)
-	if err == nil && sameLock(judged, content) {
-		return tomb, nil
+	content, err := readAllLimited(aside)
+	if err == nil && sameRecord(judged, content) {
+		return aside, nil
 	}
-	if perr := osfile.RetrySharing(func() error { return osfile.RenameNoReplace(tomb, path) }); perr != nil {
+	if perr := osfile.RetrySharing(func() error { return osfile.RenameNoReplace(aside, path) }); perr != nil {
 		// A process outside the guard (the seed's Node tool) created a
 		// lock while another one was set aside. Ours must not replace
 		// theirs; the one set aside is lost either way.
-		os.Remove(tomb)
+		os.Remove(aside)
 		return "", fmt.Errorf("%w; could not put it back: %v", errChanged, perr)
 	}
 	return "", errChanged

@@ -14,10 +14,10 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
-// fileLock is one lock file held: a Held's lock, or one of its devices'.
+// heldFile is one lock file held: a Held's lock, or one of its devices'.
 // Its heartbeat keeps the file's mtime fresh until release. Its methods are
 // safe for concurrent use.
-type fileLock struct {
+type heldFile struct {
 	o    Options // o.Path is this lock file
 	info *Info
 	live *liveLock
@@ -45,8 +45,8 @@ type fileLock struct {
 	beatEnded context.CancelFunc
 }
 
-func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal, cover bool) *fileLock {
-	h := &fileLock{
+func newHeldFile(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal, cover bool) *heldFile {
+	h := &heldFile{
 		o:     o,
 		info:  info,
 		live:  live,
@@ -73,7 +73,7 @@ func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 const selfCheck = time.Second
 
 // record is the record written into the lock file.
-func (h *fileLock) record() Info {
+func (h *heldFile) record() Info {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return *h.info
@@ -82,7 +82,7 @@ func (h *fileLock) record() Info {
 // markLost says this lock was lost (each device of a set that is), then
 // closes the Held's Lost, once: the log line comes before anyone told by
 // Lost acts.
-func (h *fileLock) markLost(why error) {
+func (h *heldFile) markLost(why error) {
 	h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
 	h.lost.Mark(why, nil)
 }
@@ -91,14 +91,14 @@ func (h *fileLock) markLost(why error) {
 // is still ours within selfCheck of the lock file being removed or
 // replaced: a forced clear, or the seed's tool clearing it by its mtime, is
 // noticed within a second, not a heartbeat later.
-func (h *fileLock) heartbeat() {
+func (h *heldFile) heartbeat() {
 	defer close(h.done)
 	t := time.NewTicker(h.o.Heartbeat)
 	defer t.Stop()
 	self := time.NewTicker(selfCheck)
 	defer self.Stop()
 	for {
-		check := h.touch
+		step := h.touch
 		select {
 		case <-h.stop:
 			return
@@ -111,12 +111,12 @@ func (h *fileLock) heartbeat() {
 			if err != nil && h.beat.Err() == nil {
 				h.o.Logger.Debug("could not name this holder in the shared record", "path", h.o.Path, "error", err)
 			}
-			if h.stillOurs() {
+			if h.looksOurs() {
 				continue
 			}
-			check = h.check
+			step = h.confirmOurs
 		}
-		if err := check(); err != nil {
+		if err := step(); err != nil {
 			if h.beat.Err() != nil {
 				return // stopped while it waited for the guard
 			}
@@ -131,7 +131,7 @@ func (h *fileLock) heartbeat() {
 
 // underGuard runs fn with the guard held, waiting for it at most
 // clearGuardWait, or until parent ends.
-func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
+func (h *heldFile) underGuard(parent context.Context, fn func() error) error {
 	ctx, cancel := context.WithTimeout(parent, clearGuardWait)
 	defer cancel()
 	g, err := takeGuard(ctx, h.o.Path)
@@ -142,19 +142,19 @@ func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
 	return fn()
 }
 
-// stillOurs reports whether the lock file, read without the guard, still
+// looksOurs reports whether the lock file, read without the guard, still
 // holds this holder's record; check then judges under the guard any that
 // does not seem to.
-func (h *fileLock) stillOurs() bool {
+func (h *heldFile) looksOurs() bool {
 	st, err := readStatus(h.o.Path)
-	return err == nil && h.isOurs(st) == nil
+	return err == nil && h.whyNotOurs(st) == nil
 }
 
-// check reads the lock under the guard and reports errNotOurs if it is no
+// confirmOurs reads the lock under the guard and reports errNotOurs if it is no
 // longer this holder's.
-func (h *fileLock) check() error {
+func (h *heldFile) confirmOurs() error {
 	return h.underGuard(h.beat, func() error {
-		_, err := h.ours()
+		_, err := h.readOurs()
 		return err
 	})
 }
@@ -162,17 +162,17 @@ func (h *fileLock) check() error {
 // errNotOurs says the lock file no longer holds our record.
 var errNotOurs = errors.New("the lock file no longer holds this process's record")
 
-// ours reads the lock under the guard and checks it is still ours.
-func (h *fileLock) ours() (*Status, error) {
+// readOurs reads the lock under the guard and checks it is still readOurs.
+func (h *heldFile) readOurs() (*Status, error) {
 	st, err := readStatus(h.o.Path)
 	if err != nil {
 		return nil, err
 	}
-	return st, h.isOurs(st)
+	return st, h.whyNotOurs(st)
 }
 
-// isOurs says whether st, as read, is this holder's record.
-func (h *fileLock) isOurs(st *Status) error {
+// whyNotOurs says whether st, as read, is this holder's record.
+func (h *heldFile) whyNotOurs(st *Status) error {
 	if st.State == StateFree {
 		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
@@ -190,7 +190,7 @@ func (h *fileLock) isOurs(st *Status) error {
 // touch is one heartbeat: set the lock file's mtime to now if it is ours.
 // The file is read and touched through one open file, so that the file
 // touched is the one found to be ours, whatever the path names meanwhile.
-func (h *fileLock) touch() error {
+func (h *heldFile) touch() error {
 	return h.underGuard(h.beat, func() error {
 		var f *os.File
 		err := osfile.RetrySharing(func() (err error) {
@@ -198,7 +198,7 @@ func (h *fileLock) touch() error {
 			return err
 		})
 		if errors.Is(err, fs.ErrNotExist) {
-			return h.isOurs(&Status{State: StateFree})
+			return h.whyNotOurs(&Status{State: StateFree})
 		}
 		if err != nil {
 			return err
@@ -208,7 +208,7 @@ func (h *fileLock) touch() error {
 		if err != nil {
 			return err
 		}
-		if err := h.isOurs(st); err != nil {
+		if err := h.whyNotOurs(st); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -227,7 +227,7 @@ func (h *fileLock) touch() error {
 // while they are fresh (see sweep, readSharer), so their mtime must say
 // when their holder was last alive. A failure is only logged: the record's
 // heartbeat is what the lock lives by.
-func (h *fileLock) touchOwn(now time.Time) {
+func (h *heldFile) touchOwn(now time.Time) {
 	var files []*os.File
 	if h.live != nil && !h.live.shared {
 		files = append(files, h.live.f)
@@ -244,7 +244,7 @@ func (h *fileLock) touchOwn(now time.Time) {
 
 // recordChild writes the process group of the job run under the lock into
 // the record (childPgid). It also counts as a heartbeat.
-func (h *fileLock) recordChild(g jobGroup) error {
+func (h *heldFile) recordChild(g jobGroup) error {
 	switch {
 	case h.share != nil:
 		return h.noteShare(func(s *Sharer) { s.ChildPGID, s.ChildStart = g.id, g.since })
@@ -252,7 +252,7 @@ func (h *fileLock) recordChild(g jobGroup) error {
 		return h.noteCoverChild(g)
 	}
 	return h.underGuard(context.Background(), func() error {
-		if _, err := h.ours(); err != nil {
+		if _, err := h.readOurs(); err != nil {
 			return err
 		}
 		h.mu.Lock()

@@ -18,7 +18,7 @@ import (
 type Held struct {
 	o       Options
 	devices []string // the names held, nil for one lock
-	locks   []*fileLock
+	locks   []*heldFile
 	lost    *lost.Signal
 	// What waiting left behind (a ticket, a watch), let go of beside the
 	// job's start: see retire.
@@ -27,7 +27,7 @@ type Held struct {
 	retireOnce sync.Once
 	// cover is, for a device set, its part of the lock at Options.Path
 	// while it holds devices beside it (see cover.go); nil otherwise.
-	cover *fileLock
+	cover *heldFile
 	// group is the job's process group as NoteChild or RecordChild
 	// was told of it.
 	groupMu sync.Mutex

@@ -8,7 +8,7 @@ import (
 // inspectAll reads and judges t's locks without the guard, each named by
 // its device: for Inspect, and for a wait that ended before a try saw
 // them. One that cannot be read is left out and its error returned.
-func inspectAll(o Options, t target) ([]*Status, error) {
+func inspectAll(o Options, t lockSet) ([]*Status, error) {
 	var seen []*Status
 	var errs []error
 	for i, p := range t.paths {
@@ -40,7 +40,7 @@ func judgeLock(st *Status, stale time.Duration, prune bool) {
 
 // inspectSeen is inspectAll with, after t's locks, those beside them that
 // keep them from being taken (see cover.go), as attempt's seen has them.
-func inspectSeen(o Options, t target) ([]*Status, error) {
+func inspectSeen(o Options, t lockSet) ([]*Status, error) {
 	seen, err := inspectAll(o, t)
 	if err != nil {
 		return seen, err

@@ -117,15 +117,15 @@ func TryAcquire(o Options) (*Held, error) {
 	}
 	// Each try waits at most clearGuardWait for the guards; Admit, asked
 	// between two tries, ends within its own bounds.
-	pl := &place{q: newQueue(o.Path, t.paths), tryWait: clearGuardWait}
-	h, seen, err := attemptAdmitted(context.Background(), o, t, pl)
+	ws := &waitState{q: newQueue(o.Path, t.paths), tryWait: clearGuardWait}
+	h, seen, err := attemptAdmitted(context.Background(), o, t, ws)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, errGuardStuck(o.Path)
 	case err != nil:
 		return nil, explain(o.Path, err)
-	case h == nil && pl.why != "":
-		return nil, &WaitError{Seen: seen, Why: pl.why, Err: ErrRefused}
+	case h == nil && ws.why != "":
+		return nil, &WaitError{Seen: seen, Why: ws.why, Err: ErrRefused}
 	case h == nil:
 		return nil, &WaitError{Seen: seen, Err: ErrHeld}
 	}
@@ -205,7 +205,7 @@ func Clear(o Options, force bool) (*Status, error) {
 	if o.Need > 1 {
 		return nil, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
 	}
-	o, err := o.resolved()
+	o, err := o.withSafePath()
 	if err != nil {
 		return nil, err
 	}

@@ -17,28 +17,29 @@ import (
 )
 
 // Options are checked here, once, for every entry point: withDefaults
-// fills in defaults, resolves the path and works out the target.
+// fills in defaults, makes the path safe (see safeLockPath) and works out
+// the lock set.
 
-// target is what a caller takes: the lock files it may take (the lock at
+// lockSet is what a caller takes: the lock files it may take (the lock at
 // Options.Path alone, or one per device beside it) and how many it needs.
-type target struct {
+type lockSet struct {
 	names []string // device names; nil for a single lock
 	paths []string // lock files, in names' order
 	need  int
 }
 
 // checked are the paths whose content must be a lock or nothing before a
-// ticket or guard is made beside anchor: anchor and every lock file.
-func (t target) checked(anchor string) []string {
+// ticket or guard is made beside queuePath: queuePath and every lock file.
+func (t lockSet) checked(queuePath string) []string {
 	if t.names == nil {
 		return t.paths
 	}
-	return append([]string{anchor}, t.paths...)
+	return append([]string{queuePath}, t.paths...)
 }
 
 // guardOrder is the order in which the paths' guards are taken: by path,
 // ignoring case, then as written.
-func (t target) guardOrder() []int {
+func (t lockSet) guardOrder() []int {
 	order := make([]int, len(t.paths))
 	for i := range order {
 		order[i] = i
@@ -53,22 +54,22 @@ func (t target) guardOrder() []int {
 	return order
 }
 
-// withDefaults checks o, fills in the defaults and resolves the path (see
-// resolve), and works out the target.
-func (o Options) withDefaults() (Options, target, error) {
-	o, err := o.resolved()
+// withDefaults checks o, fills in the defaults, makes the path safe (see
+// safeLockPath), and works out the lock set.
+func (o Options) withDefaults() (Options, lockSet, error) {
+	o, err := o.withSafePath()
 	if err != nil {
-		return o, target{}, err
+		return o, lockSet{}, err
 	}
 	o = o.Canonical()
-	t, err := o.target()
+	t, err := o.lockSet()
 	return o, t, err
 }
 
-// resolved is o with its path checked and resolved and its durations and
+// withSafePath is o with its path checked and withSafePath and its durations and
 // names checked and defaulted, its path's lock file as named (Clear's: a
 // device's lock is cleared by its own path).
-func (o Options) resolved() (Options, error) {
+func (o Options) withSafePath() (Options, error) {
 	if err := checkPath(o.Path); err != nil {
 		return o, err
 	}
@@ -76,7 +77,7 @@ func (o Options) resolved() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	abs, err := resolve(o.Path)
+	abs, err := safeLockPath(o.Path)
 	if err != nil {
 		return o, err
 	}
@@ -140,35 +141,35 @@ func (o Options) withDurations() (Options, error) {
 	return o, nil
 }
 
-// target checks Devices and Need and names the lock files: Path alone, or
+// lockSet checks Devices and Need and names the lock files: Path alone, or
 // one per device beside it, the device's name before Path's extension.
-func (o Options) target() (target, error) {
+func (o Options) lockSet() (lockSet, error) {
 	need := o.Need
 	if need == 0 {
 		need = 1
 	}
 	if len(o.Devices) == 0 {
 		if need != 1 {
-			return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
+			return lockSet{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
 		}
 		if dev, ok := misspelledDevice(o.Path); ok {
-			return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s names GPU %s with a leading zero, which would be a lock of its own beside GPU %s's; name it without", filepath.Base(o.Path), dev, dev)}
+			return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s names GPU %s with a leading zero, which would be a lock of its own beside GPU %s's; name it without", filepath.Base(o.Path), dev, dev)}
 		}
-		return target{paths: []string{o.Path}, need: 1}, nil
+		return lockSet{paths: []string{o.Path}, need: 1}, nil
 	}
 	if err := checkDevices(o.Devices); err != nil {
-		return target{}, err
+		return lockSet{}, err
 	}
 	if _, dev, ok := deviceLock(o.Path); ok {
-		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s is GPU %s's lock; with devices, name the lock they are beside", filepath.Base(o.Path), dev)}
+		return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s is GPU %s's lock; with devices, name the lock they are beside", filepath.Base(o.Path), dev)}
 	}
 	if _, stem, _ := deviceName(o.Path); stem != "" && allDigits(stem[len(stem)-1:]) {
-		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s ends in a digit, so its devices' locks (%s) would read as other GPUs' locks; with devices, name a lock without one", filepath.Base(o.Path), filepath.Base(deviceFile(o.Path, "1")))}
+		return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s ends in a digit, so its devices' locks (%s) would read as other GPUs' locks; with devices, name a lock without one", filepath.Base(o.Path), filepath.Base(deviceFile(o.Path, "1")))}
 	}
 	if need < 1 || need > len(o.Devices) {
-		return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
+		return lockSet{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
 	}
-	t := target{names: append([]string(nil), o.Devices...), need: need}
+	t := lockSet{names: append([]string(nil), o.Devices...), need: need}
 	for _, n := range o.Devices {
 		t.paths = append(t.paths, deviceFile(o.Path, n))
 	}
@@ -187,18 +188,18 @@ func (o Options) Canonical() Options {
 	if len(o.Devices) > 0 {
 		return o
 	}
-	if anchor, dev, ok := deviceLock(o.Path); ok {
-		o.Path, o.Devices = anchor, []string{dev}
+	if beside, dev, ok := deviceLock(o.Path); ok {
+		o.Path, o.Devices = beside, []string{dev}
 	}
 	return o
 }
 
-// resolve makes a lock path absolute, its folder resolved to one that no
+// safeLockPath makes a lock path absolute, its folder resolved to one that no
 // other user can redirect (see package safepath): the lock's files are
 // then found and made there by name, and nowhere else, for as long as the
 // process runs. A folder another user could move away or point elsewhere
 // is refused with a *FolderError.
-func resolve(path string) (string, error) {
+func safeLockPath(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", &OptionError{Option: "path", Problem: fmt.Sprintf("%q: %v", path, err)}
@@ -210,7 +211,7 @@ func resolve(path string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// makeFolder creates the lock's folder dir (resolved, see resolve), 0700
+// makeFolder creates the lock's folder dir (made safe: see safeLockPath), 0700
 // (its files are then this user's alone, whatever group they are in; a
 // folder to share is made by hand), and the folders above it that are
 // missing, 0755 as the umask has it, each only where no other user could
@@ -331,7 +332,7 @@ type Options struct {
 func (o Options) Validate() error {
 	_, err := o.withDurations()
 	if err == nil {
-		_, err = o.target()
+		_, err = o.lockSet()
 	}
 	return err
 }

@@ -15,7 +15,7 @@ const releaseGuardWait = 5 * time.Second
 // release stops the heartbeat and removes the lock file if it still holds
 // this lock's pid and token; a lock that is no longer ours is left alone.
 // Later calls do nothing.
-func (h *fileLock) release() error {
+func (h *heldFile) release() error {
 	if !h.stopHeartbeat() {
 		return nil
 	}
@@ -30,7 +30,7 @@ func (h *fileLock) release() error {
 	// sweep), and the next holder must not have to wait for it. A judge
 	// without the guard that looks in between finds the record with its
 	// liveness file gone and this process alive: held.
-	var tomb string
+	var aside string
 	var err error
 	switch {
 	case h.share != nil:
@@ -39,13 +39,13 @@ func (h *fileLock) release() error {
 		_, err = h.leaveCover()
 	default:
 		h.live.release()
-		_, tomb, err = h.removeRecord()
+		_, aside, err = h.removeRecord()
 	}
 	// The guard goes before the deletion of the record set aside: the
 	// next holder, woken by the removal, is waiting for it. (Held.Release
 	// logged the releasing line before any of this.)
 	g.release()
-	if derr := deleteSetAside(tomb); derr != nil {
+	if derr := deleteSetAside(aside); derr != nil {
 		err = fmt.Errorf("lock: release: %w", derr)
 	}
 	return err
@@ -53,7 +53,7 @@ func (h *fileLock) release() error {
 
 // stopHeartbeat marks the lock released and stops its heartbeat; false if
 // it already was.
-func (h *fileLock) stopHeartbeat() bool {
+func (h *heldFile) stopHeartbeat() bool {
 	if !h.released.CompareAndSwap(false, true) {
 		return false
 	}
@@ -65,7 +65,7 @@ func (h *fileLock) stopHeartbeat() bool {
 
 // removeGuarded removes the record if it is still ours, then the liveness
 // lock. Call with the guard held (or not to be had).
-func (h *fileLock) removeGuarded() error {
+func (h *heldFile) removeGuarded() error {
 	switch {
 	case h.share != nil:
 		_, err := h.leaveGuarded()
@@ -83,12 +83,12 @@ func (h *fileLock) removeGuarded() error {
 // removeRecordNow is removeRecord with the file set aside deleted at once,
 // where nobody waits on this process's guard for it: a rollback, or a
 // sharer's release.
-func (h *fileLock) removeRecordNow() (bool, error) {
-	removed, tomb, err := h.removeRecord()
+func (h *heldFile) removeRecordNow() (bool, error) {
+	removed, aside, err := h.removeRecord()
 	if err != nil {
 		return false, err
 	}
-	return removed, deleteSetAside(tomb)
+	return removed, deleteSetAside(aside)
 }
 
 // removeRecord sets the record aside if it is still ours (read and judged
@@ -96,8 +96,8 @@ func (h *fileLock) removeRecordNow() (bool, error) {
 // the file set aside, which the caller deletes ("" when none). A record
 // that is not ours is never touched, not even renamed for a moment. Call
 // with the guard held (or not to be had), then release the liveness lock.
-func (h *fileLock) removeRecord() (removed bool, tomb string, err error) {
-	st, err := h.ours()
+func (h *heldFile) removeRecord() (removed bool, aside string, err error) {
+	st, err := h.readOurs()
 	if errors.Is(err, errNotOurs) {
 		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
 		return false, "", nil
@@ -105,8 +105,8 @@ func (h *fileLock) removeRecord() (removed bool, tomb string, err error) {
 	if err != nil {
 		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
-	if tomb, err = setAside(h.o.Path, st); err != nil {
+	if aside, err = setAside(h.o.Path, st); err != nil {
 		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
-	return tomb != "", tomb, nil
+	return aside != "", aside, nil
 }

@@ -37,7 +37,7 @@ import (
 // token), created O_EXCL under the device's guard and exclusively locked
 // by the sharer and inherited by its job. It holds the sharer's record
 // (Sharer). A sidecar whose kernel lock is free is a dead sharer's: it is
-// not counted and is removed by the next process that settles the lock
+// not counted and is removed by the next process that judges the lock
 // under its guard. Budgets are counted from the live sidecars only.
 //
 // A sharer joins a shared lock only at its turn in the queue (as any
@@ -94,7 +94,7 @@ type Sharer struct {
 	// (see listSharers); it says nothing of whether a sharer lives.
 	unopened bool
 	// mtime is its sidecar's: its gpuexec's last heartbeat (see
-	// fileLock.touch) or write.
+	// heldFile.touch) or write.
 	mtime time.Time
 }
 
@@ -401,7 +401,7 @@ func createShared(o Options, path string, info *Info) (*liveLock, *shareHold, er
 	return live, sh, nil
 }
 
-// joinShared joins the shared lock seen as st (settled under the guard
+// joinShared joins the shared lock seen as st (judged under the guard
 // held): the liveness file's shared lock, then a sidecar.
 func joinShared(o Options, st *Status) (*liveLock, *shareHold, error) {
 	live, err := joinLive(st.Path, st.Info.Token)
@@ -436,7 +436,7 @@ func naming(rec Info, who Info) Info {
 // record names this sharer, it is rewritten to name a remaining one, so
 // that the seed's tool, which judges by pid, keeps waiting. It reports
 // whether the record was removed.
-func (h *fileLock) leaveGuarded() (bool, error) {
+func (h *heldFile) leaveGuarded() (bool, error) {
 	h.share.leave()
 	rest := listSharers(h.o.Path, h.o.Stale, true)
 	var mine []Sharer
@@ -453,7 +453,7 @@ func (h *fileLock) leaveGuarded() (bool, error) {
 		return removed, err
 	}
 	defer h.live.drop()
-	st, err := h.ours()
+	st, err := h.readOurs()
 	if err != nil || st.Info.PID != os.Getpid() || len(mine) == 0 {
 		return false, nil
 	}
@@ -467,13 +467,13 @@ func (h *fileLock) leaveGuarded() (bool, error) {
 // adopt rewrites a shared record or a cover whose pid is gone (a holder
 // killed without leaving) to name this holder, so that the seed's tool,
 // which judges by pid, keeps seeing the card busy. Call without the guard.
-func (h *fileLock) adopt() error {
+func (h *heldFile) adopt() error {
 	st, err := readStatus(h.o.Path)
-	if err != nil || h.isOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+	if err != nil || h.whyNotOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
 		return nil
 	}
 	return h.underGuard(h.beat, func() error {
-		st, err := h.ours()
+		st, err := h.readOurs()
 		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
 			return err
 		}
@@ -484,7 +484,7 @@ func (h *fileLock) adopt() error {
 // noteSharer writes the job's group into this sharer's sidecar at once,
 // without the guard (Held.NoteChild): the sidecar is this sharer's alone,
 // and a reader that catches it being written reads it again.
-func (h *fileLock) noteSharer(g jobGroup) error {
+func (h *heldFile) noteSharer(g jobGroup) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.share.me.ChildPGID, h.share.me.ChildStart = g.id, g.since
@@ -494,7 +494,7 @@ func (h *fileLock) noteSharer(g jobGroup) error {
 // noteShare rewrites this sharer's sidecar with fn applied, under the
 // guard; and, when the record names this sharer, the record too with the
 // job's group.
-func (h *fileLock) noteShare(fn func(*Sharer)) error {
+func (h *heldFile) noteShare(fn func(*Sharer)) error {
 	return h.underGuard(context.Background(), func() error {
 		h.mu.Lock()
 		fn(&h.share.me)
@@ -504,7 +504,7 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 		if err != nil {
 			return err
 		}
-		st, err := h.ours()
+		st, err := h.readOurs()
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == me.ChildPGID && st.Info.ChildStart == me.ChildStart) {
 			return err
 		}
@@ -514,7 +514,7 @@ func (h *fileLock) noteShare(fn func(*Sharer)) error {
 
 // nameInRecord rewrites the shared record or cover (rec, as read under the
 // guard, which the caller holds) to name the holder who.
-func (h *fileLock) nameInRecord(rec Info, who Info) error {
+func (h *heldFile) nameInRecord(rec Info, who Info) error {
 	next := naming(rec, who)
 	return replaceRecord(h.o.Path, &next)
 }

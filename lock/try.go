@@ -14,19 +14,19 @@ import (
 // lock or finding the lock released under it.
 const maxAttempts = 4
 
-// attempt makes one try for t's locks under the anchor's guard (o.Path),
-// from the place pl (see place; one that is queued gets a ticket now if it
-// has none, or anew if its ticket was pruned because its waiter stopped for
-// longer than Options.Stale). Every lock file is settled under its own
-// guard, which is kept until the try ends (for a single lock that is the
-// anchor's), so that the free ones stay free among gpuexec processes until
+// attempt makes one try for t's locks under the queue's guard (o.Path's),
+// from where ws stands (see waitState; one that is queued gets a ticket now
+// if it has none, or anew if its ticket was pruned because its waiter
+// stopped for longer than Options.Stale). Every lock file is judged, and
+// cleared if stale, under its own guard, which is kept until the try ends
+// (for a single lock that is the queue's), so that the free ones stay free among gpuexec processes until
 // they are created; a stale lock is cleared whatever the caller's place.
 // With t.need of them free it takes them, at the head of the queue or
-// passing heads that left them free (pl.pass), all at once or none. It
+// passing heads that left them free (ws.mayPass), all at once or none. It
 // returns the held lock, or nil and the locks as seen.
-func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Status, error) {
-	if pl.tk == nil {
-		// With devices the anchor is no lock, but a user's --lock:
+func attempt(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, []*Status, error) {
+	if ws.tk == nil {
+		// With devices the queue's path is no lock, but a user's --lock:
 		// what is there must be a lock file too, or nothing.
 		for _, p := range t.checked(o.Path) {
 			if err := refuseNonLock(p); err != nil {
@@ -39,14 +39,14 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 		return nil, nil, err
 	}
 	defer g.release()
-	before, err := queuePlace(g, o, pl)
+	before, err := queuePlace(g, o, ws)
 	if err != nil {
 		return nil, nil, err
 	}
 	var seen []*Status
 	for range maxAttempts {
 		var guards []*guard
-		if seen, guards, err = settleAll(ctx, o, t); err != nil {
+		if seen, guards, err = clearStaleSet(ctx, o, t); err != nil {
 			return nil, nil, err
 		}
 		// One card, one lock (see cover.go): the plain lock and the
@@ -57,13 +57,13 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			// (A plain lock held for itself is waited for first: its
 			// devices cannot be taken meanwhile.)
 			var inner []*guard
-			if blockers, inner, err = settleBeside(ctx, o); err != nil {
+			if blockers, inner, err = clearStaleBeside(ctx, o); err != nil {
 				releaseGuards(guards)
 				return nil, nil, err
 			}
 			guards = append(guards, inner...)
 		} else if t.names != nil {
-			if cover, err = settle(o, o.Path); err != nil {
+			if cover, err = clearStale(o, o.Path); err != nil {
 				releaseGuards(guards)
 				return nil, nil, err
 			}
@@ -71,7 +71,7 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 				blockers = []*Status{cover}
 			}
 		}
-		pl.onPurpose = before <= pl.pass && len(blockers) > 0
+		ws.onPurpose = before <= ws.mayPass && len(blockers) > 0
 		if len(blockers) > 0 {
 			releaseGuards(guards)
 			return nil, append(seen, blockers...), nil
@@ -82,11 +82,11 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 				free = append(free, i)
 			}
 		}
-		if (o.Admit != nil || o.ShareMiB > 0) && before <= pl.pass {
-			free = pl.admit(o, free, seen)
+		if (o.Admit != nil || o.ShareMiB > 0) && before <= ws.mayPass {
+			free = ws.admit(o, free, seen)
 		}
-		if before > pl.pass || len(free) < t.need {
-			pl.onPurpose = before <= pl.pass && len(free) > 0
+		if before > ws.mayPass || len(free) < t.need {
+			ws.onPurpose = before <= ws.mayPass && len(free) > 0
 			releaseGuards(guards)
 			return nil, seen, nil
 		}
@@ -111,26 +111,27 @@ func attempt(ctx context.Context, o Options, t target, pl *place) (*Held, []*Sta
 			o.Logger.Warn(fmt.Sprintf("took %s ahead of %d waiter(s) that left %s untaken for %s (stopped?); they keep their places", what, before, it, headGrace), "path", o.Path)
 		}
 		// A holder of one lock keeps its ticket until its job has
-		// started (see Held.retire): the lock it holds is all that the
+		// started (see Held.leaveQueueLater): the lock it holds is all that the
 		// ticket waits for. A device set's ticket would hold up the
 		// waiters for its other devices, and a sharer's those who may
 		// join it: theirs goes now.
 		if t.names != nil || o.ShareMiB > 0 {
-			pl.leave()
+			ws.leave()
 		}
 		return h, nil, nil
 	}
 	return nil, seen, nil
 }
 
-// settleAll settles each of t's lock files under its own guard (the
-// anchor's, held by the caller, for a single lock), returning them as seen
+// clearStaleSet judges each of t's lock files under its own guard (the
+// queue's, held by the caller, for a single lock), clearing the stale
+// ones (see clearStale), and returns them as seen
 // and the guards taken, which the caller releases. The guards are taken in
 // one order for everyone (by path, ignoring case, as a case-insensitive
 // filesystem does), so that two processes naming the same devices in
 // another order, or through another queue, never hold one each and wait
 // for the other.
-func settleAll(ctx context.Context, o Options, t target) ([]*Status, []*guard, error) {
+func clearStaleSet(ctx context.Context, o Options, t lockSet) ([]*Status, []*guard, error) {
 	seen := make([]*Status, len(t.paths))
 	var guards []*guard
 	for _, i := range t.guardOrder() {
@@ -143,7 +144,7 @@ func settleAll(ctx context.Context, o Options, t target) ([]*Status, []*guard, e
 			}
 			guards = append(guards, gd)
 		}
-		st, err := settle(o, p)
+		st, err := clearStale(o, p)
 		if err != nil {
 			releaseGuards(guards)
 			return nil, nil, err
@@ -158,9 +159,9 @@ func settleAll(ctx context.Context, o Options, t target) ([]*Status, []*guard, e
 
 // create takes the locks t.paths[idx...], all or none: for each, the
 // liveness lock, then the record; for a device set, the cover of the lock
-// at o.Path first (cover: that lock as settled, free or a cover to join).
-// Call with every guard held and the locks settled free.
-func create(o Options, t target, idx []int, seen []*Status, cover *Status) (*Held, error) {
+// at o.Path first (cover: that lock as judged, free or a cover to join).
+// Call with every guard held and the locks judged free.
+func create(o Options, t lockSet, idx []int, seen []*Status, cover *Status) (*Held, error) {
 	h := &Held{o: o, lost: lost.New()}
 	if t.names != nil {
 		var err error
@@ -169,7 +170,7 @@ func create(o Options, t target, idx []int, seen []*Status, cover *Status) (*Hel
 		}
 	}
 	for _, i := range idx {
-		var l *fileLock
+		var l *heldFile
 		var err error
 		if o.ShareMiB > 0 && seen[i].State != StateFree {
 			l, err = joinOne(o, seen[i], h.lost)
@@ -196,7 +197,7 @@ func create(o Options, t target, idx []int, seen []*Status, cover *Status) (*Hel
 
 // createOne takes the liveness lock of the lock file at path, then creates
 // its record.
-func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
+func createOne(o Options, path string, ls *lost.Signal) (*heldFile, error) {
 	info := newInfo(o)
 	if o.ShareMiB > 0 {
 		live, sh, err := createShared(o, path, info)
@@ -204,7 +205,7 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 			return nil, err
 		}
 		o.Path = path
-		return newFileLock(o, info, live, sh, ls, false), nil
+		return newHeldFile(o, info, live, sh, ls, false), nil
 	}
 	live, err := takeLive(path, info.Token)
 	if err != nil {
@@ -215,19 +216,19 @@ func createOne(o Options, path string, ls *lost.Signal) (*fileLock, error) {
 		return nil, err
 	}
 	o.Path = path
-	return newFileLock(o, info, live, nil, ls, false), nil
+	return newHeldFile(o, info, live, nil, ls, false), nil
 }
 
-// joinOne joins, as a sharer, the shared lock seen as st (settled under
+// joinOne joins, as a sharer, the shared lock seen as st (judged under
 // the guards held).
-func joinOne(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+func joinOne(o Options, st *Status, ls *lost.Signal) (*heldFile, error) {
 	live, sh, err := joinShared(o, st)
 	if err != nil {
 		return nil, err
 	}
 	info := *st.Info
 	o.Path = st.Path
-	return newFileLock(o, &info, live, sh, ls, false), nil
+	return newHeldFile(o, &info, live, sh, ls, false), nil
 }
 
 func boolRank(b bool) int {
@@ -241,50 +242,50 @@ func boolRank(b bool) int {
 // a ticket), a lock path that is no lock gpuexec may use: not a regular
 // file, or a file that is not a lock record (see ErrNotLock). A missing
 // file is no error. It is checked until the caller has a ticket; after
-// that, settle refuses such a file just the same.
+// that, clearStale refuses such a file just the same.
 func refuseNonLock(path string) error {
 	_, err := readStatus(path)
 	return err
 }
 
 // queuePlace makes sure a queued caller has a ticket and returns how many
-// live rival waiters are ahead of it, setting pl.pos (0 when not queued).
+// live rival waiters are ahead of it, setting ws.pos (0 when not queued).
 // Call with the guard held.
-func queuePlace(g *guard, o Options, pl *place) (before int, err error) {
-	if pl.queued {
-		if pl.tk != nil && !pl.tk.exists() {
+func queuePlace(g *guard, o Options, ws *waitState) (before int, err error) {
+	if ws.queued {
+		if ws.tk != nil && !ws.tk.exists() {
 			o.Logger.Warn("this waiter's queue ticket was pruned; queueing again at the back", "path", o.Path)
-			pl.tk.drop()
-			pl.tk = nil
+			ws.tk.drop()
+			ws.tk = nil
 		}
-		if pl.tk == nil {
-			if pl.tk, err = takeTicket(g, o, pl.q); err != nil {
+		if ws.tk == nil {
+			if ws.tk, err = takeTicket(g, o, ws.q); err != nil {
 				return 0, err
 			}
 		}
 	}
-	if before, err = ahead(pl.q, pl.seq(), o.Stale); err != nil {
+	if before, err = ahead(ws.q, ws.seq(), o.Stale); err != nil {
 		return 0, err
 	}
-	pl.pos = 0
-	if pl.queued {
-		pl.pos = before + 1
+	ws.pos = 0
+	if ws.queued {
+		ws.pos = before + 1
 	}
 	return before, nil
 }
 
 // leave drops the caller's ticket once it holds the lock.
-func (pl *place) leave() {
-	pl.tk.drop()
-	pl.tk = nil
+func (ws *waitState) leave() {
+	ws.tk.drop()
+	ws.tk = nil
 }
 
-// settle reads the lock at path and clears it if it is stale (logging
+// clearStale reads the lock at path and clears it if it is stale (logging
 // why), returning it free or held. A lock that keeps changing under it is
 // returned as last judged. A lock whose record is gone counts as held while
 // a liveness file beside it is still locked: the job of a holder whose
 // record was removed (clear --force) still runs. Call with the guard held.
-func settle(o Options, path string) (*Status, error) {
+func clearStale(o Options, path string) (*Status, error) {
 	var st *Status
 	for range maxAttempts {
 		var err error

@@ -12,29 +12,30 @@ import (
 )
 
 // The acquisition core: one path for a single lock and for a device set (a
-// single lock is the device set whose one lock file is the anchor itself).
-// A try (attempt) runs under the anchor's guard: it takes or keeps a ticket
-// (queuePlace), settles every lock file (clearing stale ones), and takes
+// single lock is the device set whose one lock file is the queue's path
+// itself). A try (attempt) runs under the queue's guard: it takes or keeps
+// a ticket (queuePlace), judges every lock file (clearing stale ones), and
+// takes
 // the locks only at the head of the queue. Between tries a waiter sleeps in
 // waitForChange until something it waits for may have changed.
 
-// place is a waiter's place in the queue between its tries: the queue as
+// waitState is a waiter's waitState in the queue between its tries: the queue as
 // it sees it, its ticket (nil until it has one), its position at the last
 // try, and what it knows of a head that does not take a free lock.
-type place struct {
+type waitState struct {
 	q      *queue
 	queued bool // it takes a ticket (Acquire); TryAcquire does not
 	tk     *ticket
 	pos    int // 1 for the head; 0 when not queued
-	// pass is how many live waiters ahead this try may pass: those
+	// mayPass is how many live waiters ahead this try may mayPass: those
 	// that left the lock free for longer than headGrace each (see
 	// waitForChange).
-	pass int
+	mayPass int
 	// freeSince is when this waiter, behind the head, first found a
 	// lock it waits for free and not taken; zero when it did not.
 	freeSince time.Time
 	// With Options.Admit: refused are the free locks (indexes into the
-	// target's paths) the last try could have taken but for Admit, which
+	// lock set's paths) the last try could have taken but for Admit, which
 	// is asked about them next; admitted are those Admit let through,
 	// for the next try only; why is what Admit said was in the way, until
 	// a try finds nothing to ask about.
@@ -56,11 +57,11 @@ type place struct {
 	onPurpose bool
 }
 
-func (pl *place) seq() uint64 {
-	if pl.tk == nil {
+func (ws *waitState) seq() uint64 {
+	if ws.tk == nil {
 		return 0
 	}
-	return pl.tk.seq
+	return ws.tk.seq
 }
 
 // queueFor is Acquire's waiting loop: one try without a ticket (the common
@@ -68,12 +69,12 @@ func (pl *place) seq() uint64 {
 // a ticket and tries whenever something may have changed, until a try gets
 // the lock, ctx ends, or an error. The release of any of t's lock files
 // wakes it.
-func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
+func queueFor(ctx context.Context, o Options, t lockSet) (*Held, error) {
 	start := time.Now()
 	if err := makeFolder(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	pl := &place{q: newQueue(o.Path, t.paths)}
+	ws := &waitState{q: newQueue(o.Path, t.paths)}
 	// Admit is asked only from a place in the queue (a ticket): it takes
 	// a while, and whoever comes meanwhile must queue behind this waiter,
 	// not take the free lock from under it. The first try without a
@@ -82,11 +83,11 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	if o.Admit != nil || (o.ShareMiB > 0 && o.AdmitShare != nil) {
 		first = attempt
 	}
-	h, seen, err := first(ctx, o, t, pl)
+	h, seen, err := first(ctx, o, t, ws)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		seen, _ = inspectSeen(o, t)
-		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
+		return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: ws.why, Err: ctx.Err()}
 	case err != nil:
 		return nil, err
 	case h != nil:
@@ -111,16 +112,16 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 	proc.HostName()
 	selfStartOnce.Do(findSelfStart)
 
-	pl.queued = true
-	defer func() { pl.tk.drop() }()
-	rep := newReporter(ctx, o, t, pl, start)
+	ws.queued = true
+	defer func() { ws.tk.drop() }()
+	rep := newReporter(ctx, o, t, ws, start)
 	defer rep.stop()
 	poll := time.NewTimer(o.Poll)
 	defer poll.Stop()
 	for {
 		last := seen
-		h, seen, err = attemptAdmitted(ctx, o, t, pl)
-		pl.pass = 0
+		h, seen, err = attemptAdmitted(ctx, o, t, ws)
+		ws.mayPass = 0
 		if seen == nil {
 			seen = last // a try cut short by ctx saw nothing new
 		}
@@ -129,22 +130,22 @@ func queueFor(ctx context.Context, o Options, t target) (*Held, error) {
 				if seen == nil {
 					seen, _ = inspectSeen(o, t)
 				}
-				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
+				return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: ws.why, Err: ctx.Err()}
 			}
 			return nil, err
 		}
 		if h != nil {
-			h.retire(pl.tk, wk)
-			pl.tk, keep = nil, true
+			h.retire(ws.tk, wk)
+			ws.tk, keep = nil, true
 			h.logAcquired(time.Since(start))
 			return h, nil
 		}
-		rep.first(seen)
+		rep.logFirst(seen)
 		poll.Reset(o.Poll)
-		if !waitForChange(ctx, o, seen, pl, wk, poll, rep) || ctx.Err() != nil {
-			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: pl.why, Err: ctx.Err()}
+		if !waitForChange(ctx, o, seen, ws, wk, poll, rep) || ctx.Err() != nil {
+			return nil, &WaitError{Seen: seen, Waited: time.Since(start), Why: ws.why, Err: ctx.Err()}
 		}
-		pl.tk.touch(o.Heartbeat)
+		ws.tk.touch(o.Heartbeat)
 	}
 }
 
@@ -184,7 +185,7 @@ func passEvery(pos int) time.Duration {
 }
 
 // waitForChange blocks until something may have changed for the waiter at
-// pl: for the head of the queue, a release seen in the folder or a holder
+// ws: for the head of the queue, a release seen in the folder or a holder
 // gone (its liveness file's last close, or the liveness probe); for a
 // waiter behind it, the live rival ticket just ahead of its own leaving
 // the queue or its waiter gone (the ticket's removal or last close, or the
@@ -202,7 +203,7 @@ func passEvery(pos int) time.Duration {
 // whose liveness lock is free while its job's process group still runs.
 // The waiting line is logged when rep says it is due, without a try. It
 // returns false when ctx ends.
-func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk *waker, poll *time.Timer, rep *reporter) bool {
+func waitForChange(ctx context.Context, o Options, seen []*Status, ws *waitState, wk *waker, poll *time.Timer, rep *reporter) bool {
 	// A lock turns stale at a known time (a record never written, a
 	// heartbeat that stopped): look again then, not a poll later.
 	var staleC <-chan time.Time
@@ -211,20 +212,20 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 		defer t.Stop()
 		staleC = t.C
 	}
-	seq := pl.seq()
-	head := pl.pos <= 1 || seq == 0
-	if pl.why != "" {
+	seq := ws.seq()
+	head := ws.pos <= 1 || seq == 0
+	if ws.why != "" {
 		// Free locks that Admit refused: ask again a moment later,
 		// tending the ticket so that those behind do not pass.
-		return pl.awaitAdmission(ctx, poll, rep)
+		return ws.awaitAdmission(ctx, poll, rep)
 	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head
-	if head && pl.onPurpose && pl.queued {
-		defer pl.tend()()
+	if head && ws.onPurpose && ws.queued {
+		defer ws.tend()()
 	}
 	if head {
-		pl.freeSince = time.Time{}
+		ws.freeSince = time.Time{}
 		if wk.watchReleases() {
 			// The folder was not watched until now: a release
 			// before then went unseen.
@@ -235,7 +236,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 		if !probing {
 			probing = !watchHolders(wk, seen)
 		}
-	} else if ahead = follow(pl, wk); ahead == "" {
+	} else if ahead = follow(ws, wk); ahead == "" {
 		return true
 	}
 	var probeC, passC <-chan time.Time
@@ -245,7 +246,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 		defer t.Stop()
 		probeC = t.C
 	} else if !head {
-		pass = time.NewTimer(passEvery(pl.pos))
+		pass = time.NewTimer(passEvery(ws.pos))
 		defer pass.Stop()
 		passC = pass.C
 	}
@@ -264,16 +265,16 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 				continue
 			}
 			was := ahead
-			if ahead = follow(pl, wk); ahead == "" {
+			if ahead = follow(ws, wk); ahead == "" {
 				return true // nobody live ahead: the head now
 			}
 			if ahead != was {
 				// A waiter ahead left: one place nearer the
 				// front at least (places only ever fall).
-				pl.freeSince = time.Time{}
-				pl.pos = max(pl.pos-1, 2)
+				ws.freeSince = time.Time{}
+				ws.pos = max(ws.pos-1, 2)
 				if pass != nil {
-					pass.Reset(passEvery(pl.pos))
+					pass.Reset(passEvery(ws.pos))
 				}
 			}
 		case <-poll.C:
@@ -281,7 +282,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 		case <-rep.C():
 			rep.report(nil)
 		case <-passC:
-			ok, next := pl.passHeads(time.Now())
+			ok, next := ws.passHeads(time.Now())
 			if ok {
 				return true
 			}
@@ -292,12 +293,12 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, pl *place, wk
 				// follow the next one ahead (the front of the
 				// queue prunes dead tickets).
 				if !ticketAlive(ahead) {
-					pl.freeSince = time.Time{}
-					if ahead = follow(pl, wk); ahead == "" {
+					ws.freeSince = time.Time{}
+					if ahead = follow(ws, wk); ahead == "" {
 						return true
 					}
 				}
-				if ok, _ := pl.passHeads(time.Now()); ok {
+				if ok, _ := ws.passHeads(time.Now()); ok {
 					return true
 				}
 				continue
@@ -348,56 +349,56 @@ func watchHolders(wk *waker, seen []*Status) (watched bool) {
 // passHeads is the check of a waiter behind the head: it notes whether a
 // lock it waits for is free, and reports whether the waiters ahead have
 // left it free long enough (headGrace for each) to be passed, setting
-// pl.pass for the next try; else next is when to look again.
-func (pl *place) passHeads(now time.Time) (pass bool, next time.Duration) {
+// ws.mayPass for the next try; else next is when to look again.
+func (ws *waitState) passHeads(now time.Time) (pass bool, next time.Duration) {
 	free := false
-	for _, p := range pl.q.paths {
+	for _, p := range ws.q.locks {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 			free = true
 			break
 		}
 	}
 	if !free {
-		pl.freeSince = time.Time{}
-		return false, passEvery(pl.pos)
+		ws.freeSince = time.Time{}
+		return false, passEvery(ws.pos)
 	}
-	if pl.freeSince.IsZero() {
+	if ws.freeSince.IsZero() {
 		// Free since the folder last changed at the latest (the
 		// removal changed it), never earlier.
-		pl.freeSince = now
-		if fi, err := os.Stat(filepath.Dir(pl.q.anchor)); err == nil && fi.ModTime().Before(now) {
-			pl.freeSince = fi.ModTime()
+		ws.freeSince = now
+		if fi, err := os.Stat(filepath.Dir(ws.q.path)); err == nil && fi.ModTime().Before(now) {
+			ws.freeSince = fi.ModTime()
 		}
 	}
 	// A head that leaves the lock free on purpose (Options.Admit refused
 	// it: not enough free video memory) tends its ticket: it is passed
 	// only a grace after its last touch, that is, once it stopped.
-	if tended := pl.tendedAhead(); tended.After(pl.freeSince) && !tended.After(now) {
-		pl.freeSince = tended
+	if tended := ws.tendedAhead(); tended.After(ws.freeSince) && !tended.After(now) {
+		ws.freeSince = tended
 	}
-	k := max(pl.pos-1, 1)
-	if at := pl.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
-		return false, min(at.Sub(now), passEvery(pl.pos))
+	k := max(ws.pos-1, 1)
+	if at := ws.freeSince.Add(time.Duration(k) * headGrace); now.Before(at) {
+		return false, min(at.Sub(now), passEvery(ws.pos))
 	}
-	pl.pass = k
+	ws.mayPass = k
 	// Should the try not take it (the head took it meanwhile, or a
 	// device set needs more), look again only a grace later.
-	pl.freeSince = now
+	ws.freeSince = now
 	return true, 0
 }
 
-// follow finds the live rival ticket nearest ahead of pl's and has wk
+// follow finds the live rival ticket nearest ahead of ws's and has wk
 // watch it, returning its path, or "" when no live rival is ahead.
-func follow(pl *place, wk *waker) string {
-	seq := pl.seq()
+func follow(ws *waitState, wk *waker) string {
+	seq := ws.seq()
 	for range maxAttempts {
-		tickets, err := listTickets(pl.q.anchor)
+		tickets, err := listTickets(ws.q.path)
 		if err != nil {
 			return ""
 		}
 		var ahead string
 		for i := len(tickets) - 1; i >= 0; i-- {
-			if t := tickets[i]; t.seq < seq && pl.q.rival(t) && ticketAlive(t.path) {
+			if t := tickets[i]; t.seq < seq && ws.q.rival(t) && ticketAlive(t.path) {
 				ahead = t.path
 				break
 			}
