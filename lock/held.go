@@ -20,11 +20,10 @@ type Held struct {
 	devices []string // the names held, nil for one lock
 	locks   []*heldFile
 	lost    *lost.Signal
-	// What waiting left behind (a ticket, a watch), let go of beside the
-	// job's start: see retire.
-	retiring   func()
-	retired    chan struct{} // closed once let go of; nil when nothing was left
-	retireOnce sync.Once
+	// queueExit is what Acquire's wait left behind (a ticket, a
+	// watch), let go of beside the job's start (see leaveQueueLater);
+	// nil when it left nothing.
+	queueExit *queueExit
 	// cover is, for a device set, its part of the lock at Options.Path
 	// while it holds devices beside it (see cover.go); nil otherwise.
 	cover *heldFile
@@ -98,16 +97,13 @@ func (h *Held) Lost() <-chan struct{} { return h.lost.Lost() }
 func (h *Held) LostReason() error { return h.lost.Reason() }
 
 // NoteChild notes the process group of the job run under the lock (pgid,
-// the job's first process's pid), in each liveness file and, for a sharer,
-// in its sidecar, so that the lock stays alive while that group runs even
-// if this process is killed and the job's processes closed the files they
-// inherited. The group's leader's start time goes with it, so that a group
-// that later carries the same number is never taken for the job's. It is
-// one write per lock, with no guard and no new file: call it the moment
-// the job starts. It also lets go, in the background, of the queue ticket
-// and the watch that Acquire waited with, which were kept until then so
-// that the job's start did not wait for their removal. RecordChild puts the
-// group into the records themselves, where status shows it.
+// the job's first process's pid) where it keeps the lock held, so that the
+// lock stays held while that group runs even if this process is killed and
+// the job's processes closed the files they inherited (see LiveFiles). A
+// group that later carries the same number is never taken for the job's.
+// It is cheap (no wait for other processes, no new file): call it the
+// moment the job starts. RecordChild puts the group into the records
+// themselves, where status shows it.
 func (h *Held) NoteChild(pgid int) error {
 	g := h.jobGroup(pgid)
 	var errs []error
@@ -118,8 +114,21 @@ func (h *Held) NoteChild(pgid int) error {
 			errs = append(errs, l.live.note(g))
 		}
 	}
-	h.letGo()
 	return errors.Join(errs...)
+}
+
+// LeaveQueue gives up, in the background, the place in the queue that
+// Acquire waited in. Acquire keeps that place past its return, where it
+// holds nobody up (what it waited for is held), because giving it up is
+// work that wakes other waiters: call LeaveQueue once the work done under
+// the lock has started, so that the two do not compete. Without it the
+// place goes shortly after Acquire returned; Release gives it up at the
+// latest. It does nothing for a Held without such a place (TryAcquire's,
+// an Acquire that did not wait), nor the second time.
+func (h *Held) LeaveQueue() {
+	if h.queueExit != nil {
+		h.queueExit.start()
+	}
 }
 
 // RecordChild writes the process group of the job run under the lock into
@@ -188,52 +197,56 @@ func (h *Held) Release() error {
 		// is held.
 		errs = append(errs, h.cover.release())
 	}
-	if h.retired != nil {
-		h.letGo()
-		<-h.retired
+	if h.queueExit != nil {
+		h.queueExit.start()
+		<-h.queueExit.left
 	}
 	return errors.Join(errs...)
 }
 
-// retire lets go of what waiting for h left behind, the queue ticket tk
-// and the watch wk, beside the job's start rather than before it: a
-// ticket's removal and close are changes in the folder that wake the
-// waiter behind, and an inotify instance's close waits for the kernel (an
-// SRCU grace period, 10-20 ms). They are let go on a goroutine of their
-// own once the job has started (NoteChild), at Release, or retireAfter
-// after the lock was had, whichever comes first; Release waits for them.
-// Until then the ticket stays in the queue, ahead of every other, which
-// changes nothing for the waiters behind: the one lock it waited for is
-// held (a device set's or a sharer's ticket goes at once: see attempt).
-func (h *Held) retire(tk *ticket, wk *waker) {
+// leaveQueueLater lets go of what waiting for h left behind, the queue
+// ticket tk and the watch wk, beside the job's start rather than before
+// it: a ticket's removal and close are changes in the folder that wake the
+// waiter behind, and closing an inotify instance waits for the kernel (an
+// SRCU grace period; see docs/performance.md). They are let go on a
+// goroutine of their own once the job has started (LeaveQueue), at
+// Release, or leaveQueueAfter after the lock was had, whichever comes
+// first; Release waits for them. Until then the ticket stays in the queue,
+// ahead of every other, which changes nothing for the waiters behind: the
+// one lock it waited for is held (a device set's or a sharer's ticket goes
+// at once: see attempt).
+func (h *Held) leaveQueueLater(tk *ticket, wk *waker) {
 	if tk == nil && wk == nil {
 		return
 	}
-	h.retiring = func() {
+	q := &queueExit{left: make(chan struct{}), leave: func() {
 		tk.drop()
 		wk.close()
-	}
-	h.retired = make(chan struct{})
-	// Not stopped when something else comes first: letGo runs once.
-	time.AfterFunc(retireAfter, h.letGo)
+	}}
+	h.queueExit = q
+	// Not stopped when something else comes first: start runs once.
+	time.AfterFunc(leaveQueueAfter, q.start)
 }
 
-// retireAfter bounds how long an Acquire's ticket and watch outlive it when
-// nothing (NoteChild) says that the job has started: a caller that guards
-// work of its own keeps no ticket in the queue for longer. (A variable for
-// the tests.)
-var retireAfter = 50 * time.Millisecond
+// leaveQueueAfter bounds how long an Acquire's ticket and watch outlive it
+// when nothing (LeaveQueue) says that the job has started: a caller that
+// guards work of its own keeps no ticket in the queue for longer. (A
+// variable for the tests.)
+var leaveQueueAfter = 50 * time.Millisecond
 
-// letGo starts what retire put off, once; it does nothing for a Held that
-// has nothing to let go of.
-func (h *Held) letGo() {
-	if h.retired == nil {
-		return
-	}
-	h.retireOnce.Do(func() {
+// queueExit is the leaving of the queue that leaveQueueLater put off.
+type queueExit struct {
+	once  sync.Once
+	leave func()        // drops the ticket and closes the watch
+	left  chan struct{} // closed once leave has returned
+}
+
+// start runs leave on a goroutine of its own, the first time only.
+func (q *queueExit) start() {
+	q.once.Do(func() {
 		go func() {
-			defer close(h.retired)
-			h.retiring()
+			defer close(q.left)
+			q.leave()
 		}()
 	})
 }

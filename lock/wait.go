@@ -100,7 +100,7 @@ func queueFor(ctx context.Context, o Options, t lockSet) (*Held, error) {
 		o.Logger.Debug("cannot watch the lock's folder; polling", "path", o.Path, "poll", o.Poll, "error", werr)
 	}
 	// Once the lock is had, the ticket and the watch are let go of
-	// beside the job's start, not before it (see Held.retire).
+	// beside the job's start, not before it (see Held.leaveQueueLater).
 	keep := false
 	defer func() {
 		if !keep {
@@ -135,7 +135,7 @@ func queueFor(ctx context.Context, o Options, t lockSet) (*Held, error) {
 			return nil, err
 		}
 		if h != nil {
-			h.retire(ws.tk, wk)
+			h.leaveQueueLater(ws.tk, wk)
 			ws.tk, keep = nil, true
 			h.logAcquired(time.Since(start))
 			return h, nil
