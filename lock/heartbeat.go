@@ -68,8 +68,8 @@ func newHeldFile(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 // a second, not a heartbeat later. (The file's identity would not do: a
 // file created just after one is removed may get the same inode number.)
 // (Watching the folder would notice at once, but closing an inotify
-// instance waits for the kernel's SRCU grace period, 10-20 ms here, at
-// every release.)
+// instance waits for the kernel, which every release would then wait for:
+// see docs/performance.md.)
 const selfCheck = time.Second
 
 // record is the record written into the lock file.

@@ -13,8 +13,11 @@ import (
 )
 
 // Held is a held lock, or the devices one job holds (an ordinary lock on
-// each). Its heartbeat keeps each lock file's mtime fresh until Release. Its
-// methods are safe for concurrent use.
+// each). It stays held, and is never judged stale, until Release returns or
+// Lost is closed, however long that takes; a Held dropped without Release
+// stays held until this process exits (and, through LiveFiles, until the
+// processes that inherited them exit). Its methods are safe for concurrent
+// use.
 type Held struct {
 	o       Options
 	devices []string // the names held, nil for one lock

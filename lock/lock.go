@@ -4,10 +4,8 @@
 // same path, so gpuexec and that tool exclude each other on one lock.
 // Comments call that tool and its record "the seed's".
 //
-// This file holds the package's API, every exported type and function (the
-// methods that print a Status or Report are in report.go); everything else
-// is unexported. Guarantees, among processes using this package on one host
-// and a local filesystem:
+// Guarantees, among processes using this package on one host and a local
+// filesystem:
 //   - at most one holds the lock at a time, whatever the interleaving,
 //     including several waiters judging one stale lock at the same instant;
 //   - a lock is removed only by its holder (same pid and token), or after it
@@ -34,12 +32,15 @@
 //     (a sharer's too);
 //   - waiters that compete for a same lock are served in arrival order
 //     (tickets beside the lock), but for a head of the queue that leaves a
-//     free lock untaken for headGrace, and wake within milliseconds of a
-//     release where the folder can be watched.
+//     free lock untaken for two seconds (a stopped waiter: it keeps its
+//     place), and wake within milliseconds of a release where the folder
+//     can be watched.
 //
 // Against the Node tool, exclusion rests on the lock file's O_CREAT|O_EXCL
-// alone, as it always did (see removeIfSame for the one window that the
-// tool's own clearing leaves open).
+// alone, as it always did: when that tool, clearing a stale lock, finds it
+// set aside another lock than the one it judged and puts it back, it
+// overwrites whatever was created at the path meanwhile, a window of its
+// own clearing that nothing here can close.
 //
 // A single lock is the one-device case of a device set: Options.Devices
 // names one lock per device beside Options.Path, and every function here
@@ -56,14 +57,48 @@ import (
 	"github.com/gpuexec/gpuexec/lock/internal/osfile"
 )
 
+// The package's files, one question each:
+//
+//	lock.go       the API: take, inspect and clear a lock (this file)
+//	options.go    Options, their defaults and checks; the lock set they name
+//	devices.go    how devices' locks are named beside a lock
+//	existing.go   which devices have locks beside a lock
+//	errors.go     the errors callers tell apart
+//	explain.go    errors that say what the user must fix (FolderError)
+//	status.go     what a lock and its queue are seen as (Status, Report)
+//	record.go     the lock file's record (Info): parse, encode, names
+//	file.go       reading, creating and removing lock files safely
+//	guard.go      the guard: the kernel lock that serializes every step
+//	wait.go       Acquire's wait between tries, and what wakes it
+//	try.go        one try under the guards: clear stale locks, take free ones
+//	admit.go      asking Options.Admit before free locks are taken
+//	queue.go      the queue's tickets
+//	waiting.go    the waiting line a waiter logs
+//	inspect.go    reading and judging locks without changing them
+//	clear.go      Clear
+//	judge.go      whether a lock is held or stale
+//	observe.go    what the OS says of holders', waiters' and jobs' processes
+//	held.go       Held: what a holder is given, and leaving the queue
+//	heartbeat.go  a holder's heartbeat and the check that it still holds
+//	release.go    letting a held lock file go
+//	live.go       liveness files: a kernel lock the job inherits
+//	share.go      sharers (Options.ShareMiB) and their sidecars
+//	vouch_*.go    whether a sidecar's note is its owner's word, per OS
+//	cover.go      one card, one lock: the cover of devices beside a lock
+//	sweep.go      what holders leave beside a free lock
+//	wake.go       watching the folder (watch_*.go per OS)
+//	report.go     the text and JSON forms of a Status and Report
+//	owner_*.go    the login name and a file's owner, per OS
+
 // DefaultPath is the lock used when none is named: gpuexec/gpu.lock under
 // the OS's temporary folder.
 func DefaultPath() string {
 	return filepath.Join(osfile.TempDir(), "gpuexec", "gpu.lock")
 }
 
-// DefaultOwner is the login user name (see loginName for where it comes
-// from on each OS), or "unknown".
+// DefaultOwner is the login user name ($USER or $LOGNAME, else the
+// name of this process's user on Unix; the current user's name, without
+// its domain, on Windows), made safe by SafeName, or "unknown".
 func DefaultOwner() string {
 	if name := loginName(); name != "" {
 		return SafeName(name)
@@ -77,21 +112,21 @@ func DefaultOwner() string {
 func SafeName(s string) string { return safeName(s) }
 
 // Acquire queues for the lock (or Need of the devices) until it holds it or
-// ctx ends.
+// ctx ends. If Acquire returns a Held, no other holder has that lock (or
+// those devices) until Release returns or the Held's Lost is closed.
 //
-// Waiters are served first come, first served: on arrival Acquire takes a
-// ticket beside the lock and does not take a free lock while a live waiter
-// that arrived earlier is queued. It wakes within milliseconds when the
-// lock is released or cleared (it watches the lock's folder), checks every
-// 100 ms whether the holder's job is gone, and re-checks everything every
-// Options.Poll in any case (the fallback where the folder cannot be
-// watched, e.g. network shares). It clears stale locks (logging why) and
-// logs the holder and its queue position every Options.Report. The
-// returned lock is kept alive by a heartbeat until Release.
+// Waiters are served first come, first served (see the package's
+// guarantees for the one exception: a waiter that stops while it is next).
+// A release or a clear is noticed within milliseconds where the lock's
+// folder can be watched, and within Options.Poll where it cannot (network
+// shares); a holder on this host whose job ended, within a fraction of a
+// second. Stale locks are cleared on the way, each logged with why, and the
+// holder and this waiter's place in the queue are logged every
+// Options.Report.
 //
-// When ctx ends first the error is a *WaitError and the ticket is gone;
-// other errors (bad options, an unusable path, a lock path that is not a
-// regular file or not a lock) end the wait at once.
+// When ctx ends first the error is a *WaitError and the waiter has left the
+// queue; other errors (bad options, an unusable path, a lock path that is
+// not a regular file or not a lock) end the wait at once.
 func Acquire(ctx context.Context, o Options) (*Held, error) {
 	o, t, err := o.withDefaults()
 	if err != nil {
@@ -102,7 +137,8 @@ func Acquire(ctx context.Context, o Options) (*Held, error) {
 }
 
 // TryAcquire takes the lock (or Need of the devices) if it is free or stale
-// and no waiter is queued for it, without waiting. Contention is a
+// and no waiter is queued for it, without waiting. A Held it returns is
+// held as Acquire's is. Contention is a
 // *WaitError wrapping ErrHeld, with the locks it saw, or ErrRefused when
 // they were free but Options.Admit did not admit enough of them. It logs
 // the acquired line, as Acquire does.
@@ -191,8 +227,7 @@ func Inspect(o Options) (*Report, error) {
 // holder notices within a second that its record is gone and stops its
 // job, and until that job is gone its liveness file keeps the lock held for
 // everyone else; the Node tool notices at its next heartbeat. Like every
-// removal here it renames the lock aside and re-reads it first, so a lock
-// created in the meantime is never removed. Clear takes one lock: with
+// removal here, it never removes a lock created after the one it judged. Clear takes one lock: with
 // devices, name a device's lock file as Path. It logs nothing of the lock
 // it returns: the caller says what was cleared. Files that kept a free
 // lock held, which a forced Clear removes, are logged (Options.Logger).

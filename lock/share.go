@@ -85,7 +85,7 @@ type Sharer struct {
 	Lock string `json:"lock,omitempty"`
 	// Unattributed says why the processes its sidecar names are not
 	// taken for its own, "" when they are: they are not its file owner's,
-	// or the file may not be its owner's word (see vouch). Such a sharer
+	// or the file may not be its owner's word. Such a sharer
 	// still counts (its budget, and it keeps the lock held while it
 	// lives), but no process's memory is moved from "in use by others"
 	// into its budget, nor named as its job's.

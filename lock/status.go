@@ -27,7 +27,7 @@ type Status struct {
 	// Fields holds every top-level field of the record as read, unknown ones
 	// included; nil when the content is not a JSON object.
 	Fields map[string]any `json:"fields,omitempty"`
-	// Content is the raw content (at most maxRecordSize bytes).
+	// Content is the raw content (at most 64 KiB).
 	Content []byte `json:"content,omitempty"`
 	// ModTime is the file's mtime, i.e. the last heartbeat.
 	ModTime time.Time `json:"modTime"`
