@@ -192,6 +192,9 @@ func create(o Options, t lockSet, idx []int, seen []*Status, cover *Status) (*He
 			h.devices = append(h.devices, t.names[i])
 		}
 	}
+	if heldTaken != nil {
+		heldTaken(h)
+	}
 	return h, nil
 }
 
