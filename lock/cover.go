@@ -35,27 +35,21 @@ import (
 // two kinds never interleave.
 
 // clearStaleBeside judges, for a plain lock at o.Path (whose guard the
-// caller holds), every device lock beside it, clearing the stale ones,
-// each under its own guard, which is
-// kept: it returns those held (each named by its device) and the guards,
-// which the caller releases.
+// caller holds), every device lock beside it under its own guard, which is
+// kept, clearing the stale ones: it returns those held (each named by its
+// device) and the guards, which the caller releases.
 func clearStaleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
 	paths, names, err := devicesBeside(o.Path)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i, p := range paths {
-		g, err := takeInnerGuard(ctx, p)
+		st, g, err := clearStaleGuarded(ctx, o, p)
 		if err != nil {
 			releaseGuards(guards)
 			return nil, nil, err
 		}
 		guards = append(guards, g)
-		st, err := clearStale(o, p)
-		if err != nil {
-			releaseGuards(guards)
-			return nil, nil, err
-		}
 		if st.State != StateFree {
 			st.Device = names[i]
 			held = append(held, st)

@@ -124,30 +124,23 @@ func attempt(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, [
 }
 
 // clearStaleSet judges each of t's lock files under its own guard (the
-// queue's, held by the caller, for a single lock), clearing the stale
-// ones (see clearStale), and returns them as seen
-// and the guards taken, which the caller releases. The guards are taken in
-// one order for everyone (by path, ignoring case, as a case-insensitive
-// filesystem does), so that two processes naming the same devices in
-// another order, or through another queue, never hold one each and wait
-// for the other.
+// queue's, held by the caller, for a single lock), clearing the stale ones
+// (see clearStale), and returns them as seen and the guards taken, which
+// the caller releases. The guards are taken in one order for everyone (by
+// path, ignoring case, as a case-insensitive filesystem does), so that two
+// processes naming the same devices in another order, or through another
+// queue, never hold one each and wait for the other.
 func clearStaleSet(ctx context.Context, o Options, t lockSet) ([]*Status, []*guard, error) {
 	seen := make([]*Status, len(t.paths))
 	var guards []*guard
 	for _, i := range t.guardOrder() {
-		p := t.paths[i]
-		if p != o.Path {
-			gd, err := takeInnerGuard(ctx, p)
-			if err != nil {
-				releaseGuards(guards)
-				return nil, nil, err
-			}
-			guards = append(guards, gd)
-		}
-		st, err := clearStale(o, p)
+		st, g, err := clearStaleGuarded(ctx, o, t.paths[i])
 		if err != nil {
 			releaseGuards(guards)
 			return nil, nil, err
+		}
+		if g != nil {
+			guards = append(guards, g)
 		}
 		if t.names != nil {
 			st.Device = t.names[i]
@@ -155,6 +148,26 @@ func clearStaleSet(ctx context.Context, o Options, t lockSet) ([]*Status, []*gua
 		seen[i] = st
 	}
 	return seen, guards, nil
+}
+
+// clearStaleGuarded judges the lock file at path under its own guard,
+// clearing it if stale (see clearStale), and returns it with that guard,
+// which the caller keeps until its try ends; no guard for the lock at
+// o.Path, whose guard the caller holds already.
+func clearStaleGuarded(ctx context.Context, o Options, path string) (*Status, *guard, error) {
+	var g *guard
+	if path != o.Path {
+		var err error
+		if g, err = takeInnerGuard(ctx, path); err != nil {
+			return nil, nil, err
+		}
+	}
+	st, err := clearStale(o, path)
+	if err != nil {
+		g.release()
+		return nil, nil, err
+	}
+	return st, g, nil
 }
 
 // create takes the locks t.paths[idx...], all or none: for each, the
