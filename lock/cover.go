@@ -131,30 +131,30 @@ func newHeldCover(o Options, info *Info, live *liveLock, ls *lost.Signal) *heldF
 
 // me is this holder as a shared record or a cover names it: its pid,
 // owner, slug, host, start, and its job's group once told.
-func (h *heldFile) me() Info {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.share != nil {
-		return h.share.me.holder()
+func (l *heldFile) me() Info {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.share != nil {
+		return l.share.me.holder()
 	}
 	selfStartOnce.Do(findSelfStart)
-	return Info{PID: os.Getpid(), Owner: h.o.Owner, Slug: h.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
-		ChildPGID: h.group.id, ChildStart: h.group.since}
+	return Info{PID: os.Getpid(), Owner: l.o.Owner, Slug: l.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
+		ChildPGID: l.group.id, ChildStart: l.group.since}
 }
 
 // noteCoverChild writes the job's group into the cover when it names this
 // holder (for status, and for the seed's tool nothing: it reads the pid).
 // Call without the guard.
-func (h *heldFile) noteCoverChild(g jobGroup) error {
-	h.mu.Lock()
-	h.group = g
-	h.mu.Unlock()
-	return h.underGuard(h.beat, func() error {
-		st, err := h.readOurs()
+func (l *heldFile) noteCoverChild(g jobGroup) error {
+	l.mu.Lock()
+	l.group = g
+	l.mu.Unlock()
+	return l.underGuard(l.beat, func() error {
+		st, err := l.readOurs()
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == g.id && st.Info.ChildStart == g.since) {
 			return err
 		}
-		return h.nameInRecord(*st.Info, h.me())
+		return l.nameInRecord(*st.Info, l.me())
 	})
 }
 
@@ -164,15 +164,15 @@ func (h *heldFile) noteCoverChild(g jobGroup) error {
 // cover and its liveness file go; else, when the cover names this holder,
 // it is rewritten to name another device holder. It reports whether the
 // cover was removed.
-func (h *heldFile) leaveCover() (bool, error) {
-	others := inspectBeside(h.o)
+func (l *heldFile) leaveCover() (bool, error) {
+	others := inspectBeside(l.o)
 	if len(others) == 0 {
-		removed, err := h.removeRecordNow()
-		h.live.release()
+		removed, err := l.removeRecordNow()
+		l.live.release()
 		return removed, err
 	}
-	defer h.live.drop()
-	st, err := h.readOurs()
+	defer l.live.drop()
+	st, err := l.readOurs()
 	if err != nil || st.Info.PID != os.Getpid() {
 		return false, nil
 	}
@@ -180,7 +180,7 @@ func (h *heldFile) leaveCover() (bool, error) {
 	if i < 0 {
 		return false, nil
 	}
-	if err := h.nameInRecord(*st.Info, *others[i].Info); err != nil {
+	if err := l.nameInRecord(*st.Info, *others[i].Info); err != nil {
 		return false, fmt.Errorf("lock: handing the cover on: %w", err)
 	}
 	return false, nil

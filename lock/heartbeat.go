@@ -46,7 +46,7 @@ type heldFile struct {
 }
 
 func newHeldFile(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal, cover bool) *heldFile {
-	h := &heldFile{
+	l := &heldFile{
 		o:     o,
 		info:  info,
 		live:  live,
@@ -57,9 +57,9 @@ func newHeldFile(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	h.beat, h.beatEnded = context.WithCancel(context.Background())
-	go h.heartbeat()
-	return h
+	l.beat, l.beatEnded = context.WithCancel(context.Background())
+	go l.heartbeat()
+	return l
 }
 
 // selfCheck is how often a holder reads its lock file to see that it still
@@ -73,68 +73,68 @@ func newHeldFile(o Options, info *Info, live *liveLock, share *shareHold, ls *lo
 const selfCheck = time.Second
 
 // record is the record written into the lock file.
-func (h *heldFile) record() Info {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return *h.info
+func (l *heldFile) record() Info {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.info
 }
 
 // markLost says this lock was lost (each device of a set that is), then
 // closes the Held's Lost, once: the log line comes before anyone told by
 // Lost acts.
-func (h *heldFile) markLost(why error) {
-	h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
-	h.lost.Mark(why, nil)
+func (l *heldFile) markLost(why error) {
+	l.o.Logger.Error("GPU lock lost", "path", l.o.Path, "reason", why)
+	l.lost.Mark(why, nil)
 }
 
 // heartbeat touches the lock every Options.Heartbeat, and checks that it
 // is still ours within selfCheck of the lock file being removed or
 // replaced: a forced clear, or the seed's tool clearing it by its mtime, is
 // noticed within a second, not a heartbeat later.
-func (h *heldFile) heartbeat() {
-	defer close(h.done)
-	t := time.NewTicker(h.o.Heartbeat)
+func (l *heldFile) heartbeat() {
+	defer close(l.done)
+	t := time.NewTicker(l.o.Heartbeat)
 	defer t.Stop()
 	self := time.NewTicker(selfCheck)
 	defer self.Stop()
 	for {
-		step := h.touch
+		step := l.touch
 		select {
-		case <-h.stop:
+		case <-l.stop:
 			return
 		case <-t.C:
 		case <-self.C:
 			var err error
-			if h.share != nil || h.cover {
-				err = h.adopt()
+			if l.share != nil || l.cover {
+				err = l.adopt()
 			}
-			if err != nil && h.beat.Err() == nil {
-				h.o.Logger.Debug("could not name this holder in the shared record", "path", h.o.Path, "error", err)
+			if err != nil && l.beat.Err() == nil {
+				l.o.Logger.Debug("could not name this holder in the shared record", "path", l.o.Path, "error", err)
 			}
-			if h.looksOurs() {
+			if l.looksOurs() {
 				continue
 			}
-			step = h.confirmOurs
+			step = l.confirmOurs
 		}
 		if err := step(); err != nil {
-			if h.beat.Err() != nil {
+			if l.beat.Err() != nil {
 				return // stopped while it waited for the guard
 			}
 			if errors.Is(err, errNotOurs) {
-				h.markLost(err)
+				l.markLost(err)
 				return
 			}
-			h.o.Logger.Warn("GPU lock heartbeat failed; retrying at the next one", "path", h.o.Path, "error", err)
+			l.o.Logger.Warn("GPU lock heartbeat failed; retrying at the next one", "path", l.o.Path, "error", err)
 		}
 	}
 }
 
 // underGuard runs fn with the guard held, waiting for it at most
 // clearGuardWait, or until parent ends.
-func (h *heldFile) underGuard(parent context.Context, fn func() error) error {
+func (l *heldFile) underGuard(parent context.Context, fn func() error) error {
 	ctx, cancel := context.WithTimeout(parent, clearGuardWait)
 	defer cancel()
-	g, err := takeGuard(ctx, h.o.Path)
+	g, err := takeGuard(ctx, l.o.Path)
 	if err != nil {
 		return err
 	}
@@ -145,16 +145,16 @@ func (h *heldFile) underGuard(parent context.Context, fn func() error) error {
 // looksOurs reports whether the lock file, read without the guard, still
 // holds this holder's record; check then judges under the guard any that
 // does not seem to.
-func (h *heldFile) looksOurs() bool {
-	st, err := readStatus(h.o.Path)
-	return err == nil && h.whyNotOurs(st) == nil
+func (l *heldFile) looksOurs() bool {
+	st, err := readStatus(l.o.Path)
+	return err == nil && l.whyNotOurs(st) == nil
 }
 
 // confirmOurs reads the lock under the guard and reports errNotOurs if it is no
 // longer this holder's.
-func (h *heldFile) confirmOurs() error {
-	return h.underGuard(h.beat, func() error {
-		_, err := h.readOurs()
+func (l *heldFile) confirmOurs() error {
+	return l.underGuard(l.beat, func() error {
+		_, err := l.readOurs()
 		return err
 	})
 }
@@ -163,22 +163,22 @@ func (h *heldFile) confirmOurs() error {
 var errNotOurs = errors.New("the lock file no longer holds this process's record")
 
 // readOurs reads the lock under the guard and checks it is still readOurs.
-func (h *heldFile) readOurs() (*Status, error) {
-	st, err := readStatus(h.o.Path)
+func (l *heldFile) readOurs() (*Status, error) {
+	st, err := readStatus(l.o.Path)
 	if err != nil {
 		return nil, err
 	}
-	return st, h.whyNotOurs(st)
+	return st, l.whyNotOurs(st)
 }
 
 // whyNotOurs says whether st, as read, is this holder's record.
-func (h *heldFile) whyNotOurs(st *Status) error {
+func (l *heldFile) whyNotOurs(st *Status) error {
 	if st.State == StateFree {
 		return fmt.Errorf("%w: it was removed", errNotOurs)
 	}
-	mine := h.record()
-	shared := h.share != nil || h.cover
-	if shared && st.Info != nil && st.Info.Token == mine.Token && st.Info.Share == (h.share != nil) && st.Info.Cover == h.cover {
+	mine := l.record()
+	shared := l.share != nil || l.cover
+	if shared && st.Info != nil && st.Info.Token == mine.Token && st.Info.Share == (l.share != nil) && st.Info.Cover == l.cover {
 		return nil // a shared record (or a cover) names any of its holders
 	}
 	if st.Info == nil || st.Info.Token != mine.Token || st.Info.PID != mine.PID || shared {
@@ -190,32 +190,32 @@ func (h *heldFile) whyNotOurs(st *Status) error {
 // touch is one heartbeat: set the lock file's mtime to now if it is ours.
 // The file is read and touched through one open file, so that the file
 // touched is the one found to be ours, whatever the path names meanwhile.
-func (h *heldFile) touch() error {
-	return h.underGuard(h.beat, func() error {
+func (l *heldFile) touch() error {
+	return l.underGuard(l.beat, func() error {
 		var f *os.File
 		err := osfile.RetrySharing(func() (err error) {
-			f, err = osfile.OpenToTouch(h.o.Path)
+			f, err = osfile.OpenToTouch(l.o.Path)
 			return err
 		})
 		if errors.Is(err, fs.ErrNotExist) {
-			return h.whyNotOurs(&Status{State: StateFree})
+			return l.whyNotOurs(&Status{State: StateFree})
 		}
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		st, err := readStatusFrom(f, h.o.Path)
+		st, err := readStatusFrom(f, l.o.Path)
 		if err != nil {
 			return err
 		}
-		if err := h.whyNotOurs(st); err != nil {
+		if err := l.whyNotOurs(st); err != nil {
 			return err
 		}
 		now := time.Now()
 		if err := osfile.Touch(f, now); err != nil {
 			return err
 		}
-		h.touchOwn(now)
+		l.touchOwn(now)
 		return nil
 	})
 }
@@ -227,44 +227,44 @@ func (h *heldFile) touch() error {
 // while they are fresh (see sweep, readSharer), so their mtime must say
 // when their holder was last alive. A failure is only logged: the record's
 // heartbeat is what the lock lives by.
-func (h *heldFile) touchOwn(now time.Time) {
+func (l *heldFile) touchOwn(now time.Time) {
 	var files []*os.File
-	if h.live != nil && !h.live.shared {
-		files = append(files, h.live.f)
+	if l.live != nil && !l.live.shared {
+		files = append(files, l.live.f)
 	}
-	if h.share != nil {
-		files = append(files, h.share.f)
+	if l.share != nil {
+		files = append(files, l.share.f)
 	}
 	for _, f := range files {
 		if err := osfile.Touch(f, now); err != nil {
-			h.o.Logger.Debug("could not touch a liveness file or sidecar", "path", h.o.Path, "error", err)
+			l.o.Logger.Debug("could not touch a liveness file or sidecar", "path", l.o.Path, "error", err)
 		}
 	}
 }
 
 // recordChild writes the process group of the job run under the lock into
 // the record (childPgid). It also counts as a heartbeat.
-func (h *heldFile) recordChild(g jobGroup) error {
+func (l *heldFile) recordChild(g jobGroup) error {
 	switch {
-	case h.share != nil:
-		return h.noteShare(func(s *Sharer) { s.ChildPGID, s.ChildStart = g.id, g.since })
-	case h.cover:
-		return h.noteCoverChild(g)
+	case l.share != nil:
+		return l.noteShare(func(s *Sharer) { s.ChildPGID, s.ChildStart = g.id, g.since })
+	case l.cover:
+		return l.noteCoverChild(g)
 	}
-	return h.underGuard(context.Background(), func() error {
-		if _, err := h.readOurs(); err != nil {
+	return l.underGuard(context.Background(), func() error {
+		if _, err := l.readOurs(); err != nil {
 			return err
 		}
-		h.mu.Lock()
-		next := *h.info
+		l.mu.Lock()
+		next := *l.info
 		next.ChildPGID, next.ChildStart = g.id, g.since
-		h.mu.Unlock()
-		if err := replaceRecord(h.o.Path, &next); err != nil {
+		l.mu.Unlock()
+		if err := replaceRecord(l.o.Path, &next); err != nil {
 			return err
 		}
-		h.mu.Lock()
-		h.info = &next
-		h.mu.Unlock()
+		l.mu.Lock()
+		l.info = &next
+		l.mu.Unlock()
 		return nil
 	})
 }

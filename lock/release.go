@@ -15,15 +15,15 @@ const releaseGuardWait = 5 * time.Second
 // release stops the heartbeat and removes the lock file if it still holds
 // this lock's pid and token; a lock that is no longer ours is left alone.
 // Later calls do nothing.
-func (h *heldFile) release() error {
-	if !h.stopHeartbeat() {
+func (l *heldFile) release() error {
+	if !l.stopHeartbeat() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
 	defer cancel()
-	g, gerr := takeGuard(ctx, h.o.Path)
+	g, gerr := takeGuard(ctx, l.o.Path)
 	if gerr != nil {
-		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
+		l.o.Logger.Warn("releasing GPU lock without its guard", "path", l.o.Path, "error", gerr)
 	}
 	// The liveness file goes first, under the guard: once the record is
 	// gone, a liveness file still locked means a job still runs (see
@@ -33,13 +33,13 @@ func (h *heldFile) release() error {
 	var aside string
 	var err error
 	switch {
-	case h.share != nil:
-		_, err = h.leaveGuarded()
-	case h.cover:
-		_, err = h.leaveCover()
+	case l.share != nil:
+		_, err = l.leaveGuarded()
+	case l.cover:
+		_, err = l.leaveCover()
 	default:
-		h.live.release()
-		_, aside, err = h.removeRecord()
+		l.live.release()
+		_, aside, err = l.removeRecord()
 	}
 	// The guard goes before the deletion of the record set aside: the
 	// next holder, woken by the removal, is waiting for it. (Held.Release
@@ -53,38 +53,38 @@ func (h *heldFile) release() error {
 
 // stopHeartbeat marks the lock released and stops its heartbeat; false if
 // it already was.
-func (h *heldFile) stopHeartbeat() bool {
-	if !h.released.CompareAndSwap(false, true) {
+func (l *heldFile) stopHeartbeat() bool {
+	if !l.released.CompareAndSwap(false, true) {
 		return false
 	}
-	h.beatEnded()
-	close(h.stop)
-	<-h.done
+	l.beatEnded()
+	close(l.stop)
+	<-l.done
 	return true
 }
 
 // removeGuarded removes the record if it is still ours, then the liveness
 // lock. Call with the guard held (or not to be had).
-func (h *heldFile) removeGuarded() error {
+func (l *heldFile) removeGuarded() error {
 	switch {
-	case h.share != nil:
-		_, err := h.leaveGuarded()
+	case l.share != nil:
+		_, err := l.leaveGuarded()
 		return err
-	case h.cover:
-		_, err := h.leaveCover()
+	case l.cover:
+		_, err := l.leaveCover()
 		return err
 	}
 	// The liveness lock goes after the record, on every path.
-	defer h.live.release()
-	_, err := h.removeRecordNow()
+	defer l.live.release()
+	_, err := l.removeRecordNow()
 	return err
 }
 
 // removeRecordNow is removeRecord with the file set aside deleted at once,
 // where nobody waits on this process's guard for it: a rollback, or a
 // sharer's release.
-func (h *heldFile) removeRecordNow() (bool, error) {
-	removed, aside, err := h.removeRecord()
+func (l *heldFile) removeRecordNow() (bool, error) {
+	removed, aside, err := l.removeRecord()
 	if err != nil {
 		return false, err
 	}
@@ -96,16 +96,16 @@ func (h *heldFile) removeRecordNow() (bool, error) {
 // the file set aside, which the caller deletes ("" when none). A record
 // that is not ours is never touched, not even renamed for a moment. Call
 // with the guard held (or not to be had), then release the liveness lock.
-func (h *heldFile) removeRecord() (removed bool, aside string, err error) {
-	st, err := h.readOurs()
+func (l *heldFile) removeRecord() (removed bool, aside string, err error) {
+	st, err := l.readOurs()
 	if errors.Is(err, errNotOurs) {
-		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
+		l.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", l.o.Path, "reason", err)
 		return false, "", nil
 	}
 	if err != nil {
 		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
-	if aside, err = setAside(h.o.Path, st); err != nil {
+	if aside, err = setAside(l.o.Path, st); err != nil {
 		return false, "", fmt.Errorf("lock: release: %w", err)
 	}
 	return aside != "", aside, nil

@@ -436,29 +436,29 @@ func naming(rec Info, who Info) Info {
 // record names this sharer, it is rewritten to name a remaining one, so
 // that the seed's tool, which judges by pid, keeps waiting. It reports
 // whether the record was removed.
-func (h *heldFile) leaveGuarded() (bool, error) {
-	h.share.leave()
-	rest := listSharers(h.o.Path, h.o.Stale, true)
+func (l *heldFile) leaveGuarded() (bool, error) {
+	l.share.leave()
+	rest := listSharers(l.o.Path, l.o.Stale, true)
 	var mine []Sharer
 	for _, s := range rest {
 		// The record names its processes: never those of a sharer
 		// whose processes are not its own (see vouch).
-		if s.Lock == h.info.Token && s.PID > 0 && s.MiB >= 0 && s.Unattributed == "" {
+		if s.Lock == l.info.Token && s.PID > 0 && s.MiB >= 0 && s.Unattributed == "" {
 			mine = append(mine, s)
 		}
 	}
 	if len(rest) == 0 {
-		removed, err := h.removeRecordNow()
-		h.live.release()
+		removed, err := l.removeRecordNow()
+		l.live.release()
 		return removed, err
 	}
-	defer h.live.drop()
-	st, err := h.readOurs()
+	defer l.live.drop()
+	st, err := l.readOurs()
 	if err != nil || st.Info.PID != os.Getpid() || len(mine) == 0 {
 		return false, nil
 	}
 	next := naming(*st.Info, mine[0].holder())
-	if err := replaceRecord(h.o.Path, &next); err != nil {
+	if err := replaceRecord(l.o.Path, &next); err != nil {
 		return false, fmt.Errorf("lock: handing the shared record on: %w", err)
 	}
 	return false, nil
@@ -467,56 +467,56 @@ func (h *heldFile) leaveGuarded() (bool, error) {
 // adopt rewrites a shared record or a cover whose pid is gone (a holder
 // killed without leaving) to name this holder, so that the seed's tool,
 // which judges by pid, keeps seeing the card busy. Call without the guard.
-func (h *heldFile) adopt() error {
-	st, err := readStatus(h.o.Path)
-	if err != nil || h.whyNotOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
+func (l *heldFile) adopt() error {
+	st, err := readStatus(l.o.Path)
+	if err != nil || l.whyNotOurs(st) != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
 		return nil
 	}
-	return h.underGuard(h.beat, func() error {
-		st, err := h.readOurs()
+	return l.underGuard(l.beat, func() error {
+		st, err := l.readOurs()
 		if err != nil || st.Info.PID == os.Getpid() || proc.Alive(st.Info.PID) {
 			return err
 		}
-		return h.nameInRecord(*st.Info, h.me())
+		return l.nameInRecord(*st.Info, l.me())
 	})
 }
 
 // noteSharer writes the job's group into this sharer's sidecar at once,
 // without the guard (Held.NoteChild): the sidecar is this sharer's alone,
 // and a reader that catches it being written reads it again.
-func (h *heldFile) noteSharer(g jobGroup) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.share.me.ChildPGID, h.share.me.ChildStart = g.id, g.since
-	return h.share.write()
+func (l *heldFile) noteSharer(g jobGroup) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.share.me.ChildPGID, l.share.me.ChildStart = g.id, g.since
+	return l.share.write()
 }
 
 // noteShare rewrites this sharer's sidecar with fn applied, under the
 // guard; and, when the record names this sharer, the record too with the
 // job's group.
-func (h *heldFile) noteShare(fn func(*Sharer)) error {
-	return h.underGuard(context.Background(), func() error {
-		h.mu.Lock()
-		fn(&h.share.me)
-		err := h.share.write()
-		me := h.share.me
-		h.mu.Unlock()
+func (l *heldFile) noteShare(fn func(*Sharer)) error {
+	return l.underGuard(context.Background(), func() error {
+		l.mu.Lock()
+		fn(&l.share.me)
+		err := l.share.write()
+		me := l.share.me
+		l.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		st, err := h.readOurs()
+		st, err := l.readOurs()
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == me.ChildPGID && st.Info.ChildStart == me.ChildStart) {
 			return err
 		}
-		return h.nameInRecord(*st.Info, me.holder())
+		return l.nameInRecord(*st.Info, me.holder())
 	})
 }
 
 // nameInRecord rewrites the shared record or cover (rec, as read under the
 // guard, which the caller holds) to name the holder who.
-func (h *heldFile) nameInRecord(rec Info, who Info) error {
+func (l *heldFile) nameInRecord(rec Info, who Info) error {
 	next := naming(rec, who)
-	return replaceRecord(h.o.Path, &next)
+	return replaceRecord(l.o.Path, &next)
 }
 
 // fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.
