@@ -82,7 +82,8 @@ import (
 //	heartbeat.go  a holder's heartbeat and the check that it still holds
 //	release.go    letting a held lock file go
 //	live.go       liveness files: a kernel lock the job inherits
-//	share.go      sharers (Options.ShareMiB) and their sidecars
+//	share.go      holding a lock in shared mode (Options.ShareMiB)
+//	sharers.go    the sharers of a shared lock, read from their sidecars
 //	vouch_*.go    whether a sidecar's note is its owner's word, per OS
 //	cover.go      one card, one lock: the cover of devices beside a lock
 //	sweep.go      what holders leave beside a free lock
