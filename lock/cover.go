@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
 	"github.com/gpuexec/gpuexec/internal/proc"
@@ -19,7 +16,7 @@ import (
 // never on one card whichever way each named it:
 //
 //   - a plain holder takes the lock at the path only while no device lock
-//     beside it is held (each is settled under its own guard, inside the
+//     beside it is held (each is judged under its own guard, inside the
 //     path's, at every try);
 //   - a device holder takes device locks only while the lock at the path
 //     is free or is a cover, which it then creates or joins: a record in
@@ -37,149 +34,22 @@ import (
 // device N of the lock it is beside: see Options.Canonical), so the steps of the
 // two kinds never interleave.
 
-// maxIndex is the largest device index a device's lock is named by:
-// maxDevices devices, numbered from 0.
-const maxIndex = maxDevices - 1
-
-// validIndex reports whether n is a device's name as Options.Devices takes
-// it: an index in decimal without leading zeros, at most maxIndex.
-func validIndex(n string) bool {
-	if n == "" || len(n) > 1 && n[0] == '0' || !allDigits(n) {
-		return false
-	}
-	i, err := strconv.Atoi(n)
-	return err == nil && i <= maxIndex
-}
-
-// deviceLock is what Options.Canonical reads a path as: a device's lock
-// beside another lock (gpu1.lock: device "1" of gpu.lock), when its name
-// ends in a device's index before its extension, after a name of at least
-// one character that does not end in a digit.
-func deviceLock(path string) (lockPath, device string, ok bool) {
-	dir, stem, ext := deviceName(path)
-	head, dev := trailingDigits(stem)
-	if head == "" || !validIndex(dev) {
-		return "", "", false
-	}
-	return filepath.Join(dir, head+ext), dev, true
-}
-
-// misspelledDevice reports the index a lock path names with leading zeros
-// (gpu07.lock: "7"), which would be a lock of its own beside gpu7.lock.
-func misspelledDevice(path string) (string, bool) {
-	_, stem, _ := deviceName(path)
-	head, digits := trailingDigits(stem)
-	if head == "" || len(digits) < 2 || digits[0] != '0' {
-		return "", false
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n > maxIndex {
-		return "", false
-	}
-	return strconv.Itoa(n), true
-}
-
-// trailingDigits splits s into what comes before the decimal digits it
-// ends in, and those digits.
-func trailingDigits(s string) (head, digits string) {
-	i := len(s)
-	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
-		i--
-	}
-	return s[:i], s[i:]
-}
-
-// deviceOf reads a file name as one of a device's lock files beside a lock
-// whose name is stem+ext: stem, the device's index, ext, then tail (""
-// for the lock file itself).
-func deviceOf(stem, ext, name string) (dev, tail string, ok bool) {
-	rest, ok := strings.CutPrefix(name, stem)
-	if !ok {
-		return "", "", false
-	}
-	i := 0
-	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-		i++
-	}
-	dev = rest[:i]
-	tail, ok = strings.CutPrefix(rest[i:], ext)
-	return dev, tail, ok && validIndex(dev)
-}
-
-// devicesBeside are the devices whose locks beside the lock at lockPath are
-// there, or have left something there (a liveness file, a sidecar, a file
-// set aside: a job whose record was removed may still run), as lock paths in
-// guard order with their device names. Names alone decide: nothing is
-// opened, and only regular files count.
-func devicesBeside(lockPath string) (paths, names []string, err error) {
-	dir, stem, ext := deviceName(lockPath)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	seen := map[string]bool{}
-	for _, e := range ents {
-		dev, tail, ok := deviceOf(stem, ext, e.Name())
-		if !ok || !e.Type().IsRegular() || seen[dev] || !lockOrLeftover(tail) {
-			continue
-		}
-		seen[dev] = true
-		paths = append(paths, filepath.Join(dir, stem+dev+ext))
-		names = append(names, dev)
-	}
-	t := target{paths: paths}
-	order := t.guardOrder()
-	sp, sn := make([]string, len(order)), make([]string, len(order))
-	for k, i := range order {
-		sp[k], sn[k] = paths[i], names[i]
-	}
-	return sp, sn, nil
-}
-
-// lockOrLeftover reports whether what follows a lock file's name in a file
-// name (tail) makes it the lock file itself ("") or something its holders
-// leave beside it: a liveness file, a sidecar, a file set aside.
-func lockOrLeftover(tail string) bool {
-	for _, p := range []string{liveSuffix, shareSuffix, stalePart, tmpPart} {
-		if strings.HasPrefix(tail, p) {
-			return true
-		}
-	}
-	return tail == ""
-}
-
-// besideLock reports whether path is a device's lock beside the lock at
-// lockPath, or one of its liveness files, by name.
-func besideLock(lockPath, path string) bool {
-	dir, stem, ext := deviceName(lockPath)
-	if filepath.Clean(dir) != filepath.Dir(path) {
-		return false
-	}
-	_, tail, ok := deviceOf(stem, ext, filepath.Base(path))
-	return ok && (tail == "" || strings.HasPrefix(tail, liveSuffix))
-}
-
-// settleBeside settles, for a plain lock at o.Path (whose guard the caller
-// holds), every device lock beside it, each under its own guard, which is
-// kept: it returns those held (each named by its device) and the guards,
-// which the caller releases.
-func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
+// clearStaleBeside judges, for a plain lock at o.Path (whose guard the
+// caller holds), every device lock beside it under its own guard, which is
+// kept, clearing the stale ones: it returns those held (each named by its
+// device) and the guards, which the caller releases.
+func clearStaleBeside(ctx context.Context, o Options) (held []*Status, guards []*guard, err error) {
 	paths, names, err := devicesBeside(o.Path)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i, p := range paths {
-		g, err := takeInnerGuard(ctx, p)
+		st, g, err := clearStaleGuarded(ctx, o, p)
 		if err != nil {
 			releaseGuards(guards)
 			return nil, nil, err
 		}
 		guards = append(guards, g)
-		st, err := settle(o, p)
-		if err != nil {
-			releaseGuards(guards)
-			return nil, nil, err
-		}
 		if st.State != StateFree {
 			st.Device = names[i]
 			held = append(held, st)
@@ -188,7 +58,7 @@ func settleBeside(ctx context.Context, o Options) (held []*Status, guards []*gua
 	return held, guards, nil
 }
 
-// inspectBeside is settleBeside that changes nothing and takes no guard:
+// inspectBeside is clearStaleBeside that changes nothing and takes no guard:
 // the device locks held beside the plain lock at o.Path, as judged now.
 func inspectBeside(o Options) []*Status {
 	paths, names, err := devicesBeside(o.Path)
@@ -205,8 +75,8 @@ func inspectBeside(o Options) []*Status {
 	return held
 }
 
-// coverBlocks reports whether the lock at a device set's path, as settled
-// (st), keeps its devices from being taken: anything there but a cover
+// coverBlocks reports whether the lock at a device set's path, as judged
+// under its guard (st), keeps its devices from being taken: anything there but a cover
 // held by this host's device holders (a plain holder, a plain sharer, the
 // seed's tool, a record being written, a job whose record was removed).
 func coverBlocks(st *Status) bool {
@@ -223,10 +93,10 @@ func joinableCover(st *Status) bool {
 		!st.Info.Share && (st.Reason == "" || sameHost(st.Info.Host))
 }
 
-// takeCover creates (when the lock at o.Path, settled as st, is free) or
+// takeCover creates (when the lock at o.Path, judged as st, is free) or
 // joins (when it is a cover) the cover of a device set's holder, with its
 // shared liveness lock. Call with the path's guard held.
-func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
+func takeCover(o Options, st *Status, ls *lost.Signal) (*heldFile, error) {
 	if st.State == StateFree {
 		info := newInfo(o)
 		info.Cover = true
@@ -238,7 +108,7 @@ func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 			live.release()
 			return nil, err
 		}
-		return newCoverLock(o, info, live, ls), nil
+		return newHeldCover(o, info, live, ls), nil
 	}
 	live, err := joinLive(o.Path, st.Info.Token)
 	if err != nil {
@@ -252,39 +122,39 @@ func takeCover(o Options, st *Status, ls *lost.Signal) (*fileLock, error) {
 		return takeCover(o, &Status{Path: o.Path, State: StateFree}, ls)
 	}
 	info := *st.Info
-	return newCoverLock(o, &info, live, ls), nil
+	return newHeldCover(o, &info, live, ls), nil
 }
 
-func newCoverLock(o Options, info *Info, live *liveLock, ls *lost.Signal) *fileLock {
-	return newFileLock(o, info, live, nil, ls, true)
+func newHeldCover(o Options, info *Info, live *liveLock, ls *lost.Signal) *heldFile {
+	return newHeldFile(o, info, live, nil, ls, true)
 }
 
 // me is this holder as a shared record or a cover names it: its pid,
 // owner, slug, host, start, and its job's group once told.
-func (h *fileLock) me() Info {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.share != nil {
-		return h.share.me.holder()
+func (l *heldFile) me() Info {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.share != nil {
+		return l.share.me.holder()
 	}
 	selfStartOnce.Do(findSelfStart)
-	return Info{PID: os.Getpid(), Owner: h.o.Owner, Slug: h.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
-		ChildPGID: h.group.id, ChildStart: h.group.since}
+	return Info{PID: os.Getpid(), Owner: l.o.Owner, Slug: l.o.Slug, Host: proc.HostName(), PIDStart: selfStart,
+		ChildPGID: l.group.id, ChildStart: l.group.since}
 }
 
 // noteCoverChild writes the job's group into the cover when it names this
 // holder (for status, and for the seed's tool nothing: it reads the pid).
 // Call without the guard.
-func (h *fileLock) noteCoverChild(g jobGroup) error {
-	h.mu.Lock()
-	h.group = g
-	h.mu.Unlock()
-	return h.underGuard(h.beat, func() error {
-		st, err := h.ours()
+func (l *heldFile) noteCoverChild(g jobGroup) error {
+	l.mu.Lock()
+	l.group = g
+	l.mu.Unlock()
+	return l.underGuard(l.beat, func() error {
+		st, err := l.readOurs()
 		if err != nil || st.Info.PID != os.Getpid() || (st.Info.ChildPGID == g.id && st.Info.ChildStart == g.since) {
 			return err
 		}
-		return h.nameInRecord(*st.Info, h.me())
+		return l.nameInRecord(*st.Info, l.me())
 	})
 }
 
@@ -294,15 +164,15 @@ func (h *fileLock) noteCoverChild(g jobGroup) error {
 // cover and its liveness file go; else, when the cover names this holder,
 // it is rewritten to name another device holder. It reports whether the
 // cover was removed.
-func (h *fileLock) leaveCover() (bool, error) {
-	others := inspectBeside(h.o)
+func (l *heldFile) leaveCover() (bool, error) {
+	others := inspectBeside(l.o)
 	if len(others) == 0 {
-		removed, err := h.removeRecordNow()
-		h.live.release()
+		removed, err := l.removeRecordNow()
+		l.live.release()
 		return removed, err
 	}
-	defer h.live.drop()
-	st, err := h.ours()
+	defer l.live.drop()
+	st, err := l.readOurs()
 	if err != nil || st.Info.PID != os.Getpid() {
 		return false, nil
 	}
@@ -310,7 +180,7 @@ func (h *fileLock) leaveCover() (bool, error) {
 	if i < 0 {
 		return false, nil
 	}
-	if err := h.nameInRecord(*st.Info, *others[i].Info); err != nil {
+	if err := l.nameInRecord(*st.Info, *others[i].Info); err != nil {
 		return false, fmt.Errorf("lock: handing the cover on: %w", err)
 	}
 	return false, nil

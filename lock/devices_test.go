@@ -29,7 +29,7 @@ func TestDevicesBeside(t *testing.T) {
 	}
 	for _, tt := range tests {
 		o := Options{Path: filepath.FromSlash(tt.base), Devices: tt.names}
-		got, err := o.target()
+		got, err := o.lockSet()
 		if err != nil {
 			t.Fatalf("target(%s, %v): %v", tt.base, tt.names, err)
 		}
@@ -43,7 +43,7 @@ func TestDevicesBeside(t *testing.T) {
 		}
 	}
 	// Without devices the lock is Path itself.
-	got, err := Options{Path: filepath.FromSlash("/l/gpu.lock")}.target()
+	got, err := Options{Path: filepath.FromSlash("/l/gpu.lock")}.lockSet()
 	if err != nil || got.names != nil || len(got.paths) != 1 || got.paths[0] != filepath.FromSlash("/l/gpu.lock") || got.need != 1 {
 		t.Fatalf("target without devices = %+v, %v", got, err)
 	}
@@ -371,7 +371,7 @@ func TestDeviceGuardOrder(t *testing.T) {
 		{"/l/gpuB.lock", "/l/gpua.lock", "/l/gpuA.lock"},
 	} {
 		var got []string
-		for _, i := range (target{paths: paths}).guardOrder() {
+		for _, i := range (lockSet{paths: paths}).guardOrder() {
 			got = append(got, paths[i])
 		}
 		for i := 1; i < len(got); i++ {

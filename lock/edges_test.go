@@ -229,17 +229,17 @@ func TestPassHeads(t *testing.T) {
 		{2, []string{held}, time.Hour, false},
 		{2, []string{held, free}, headGrace, true},
 	} {
-		pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), tt.locks), pos: tt.pos}
+		ws := &waitState{q: newQueue(filepath.Join(dir, "q.lock"), tt.locks), pos: tt.pos}
 		// Free since the folder last changed: at t0.
 		if err := os.Chtimes(dir, t0, t0); err != nil {
 			t.Fatal(err)
 		}
-		if ok, _ := pl.passHeads(t0); ok {
+		if ok, _ := ws.passHeads(t0); ok {
 			t.Errorf("pos %d %v: passes at the first look", tt.pos, tt.locks)
 		}
-		got, _ := pl.passHeads(t0.Add(tt.at))
-		if got != tt.want || (got && pl.pass != tt.pos-1) {
-			t.Errorf("pos %d %v after %s: passes %v (pass %d), want %v", tt.pos, tt.locks, tt.at, got, pl.pass, tt.want)
+		got, _ := ws.passHeads(t0.Add(tt.at))
+		if got != tt.want || (got && ws.mayPass != tt.pos-1) {
+			t.Errorf("pos %d %v after %s: passes %v (pass %d), want %v", tt.pos, tt.locks, tt.at, got, ws.mayPass, tt.want)
 		}
 	}
 	// A lock found free only now has been free since the folder last
@@ -247,21 +247,21 @@ func TestPassHeads(t *testing.T) {
 	if err := os.Chtimes(dir, t0.Add(-headGrace), t0.Add(-headGrace)); err != nil {
 		t.Fatal(err)
 	}
-	pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
-	if ok, _ := pl.passHeads(t0); !ok {
+	ws := &waitState{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
+	if ok, _ := ws.passHeads(t0); !ok {
 		t.Error("a lock free since the folder changed a grace ago is not passed at the first look")
 	}
 	// Not free yet: look again a passCheck later; free for less than the
 	// grace: look again when it ends.
-	pl = &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 2}
-	if ok, next := pl.passHeads(t0); ok || next != passCheck {
+	ws = &waitState{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 2}
+	if ok, next := ws.passHeads(t0); ok || next != passCheck {
 		t.Errorf("held: passes %v, next look in %s; want no, %s", ok, next, passCheck)
 	}
 	if err := os.Chtimes(dir, t0, t0); err != nil {
 		t.Fatal(err)
 	}
-	pl = &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
-	if ok, next := pl.passHeads(t0.Add(headGrace - 300*time.Millisecond)); ok || next != 300*time.Millisecond {
+	ws = &waitState{q: newQueue(filepath.Join(dir, "q.lock"), []string{free}), pos: 2}
+	if ok, next := ws.passHeads(t0.Add(headGrace - 300*time.Millisecond)); ok || next != 300*time.Millisecond {
 		t.Errorf("free for a grace less 300ms: passes %v, next look in %s; want no, 300ms", ok, next)
 	}
 }
@@ -290,8 +290,8 @@ func TestPassEvery(t *testing.T) {
 	if err := os.WriteFile(held, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pl := &place{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 7}
-	if ok, next := pl.passHeads(time.Now()); ok || next != 6*passCheck {
+	ws := &waitState{q: newQueue(filepath.Join(dir, "q.lock"), []string{held}), pos: 7}
+	if ok, next := ws.passHeads(time.Now()); ok || next != 6*passCheck {
 		t.Errorf("held, place 7: passes %v, next look in %s; want no, %s", ok, next, 6*passCheck)
 	}
 }

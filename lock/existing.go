@@ -9,7 +9,7 @@ import (
 
 // existingDevices is ExistingDevices (see lock.go).
 func existingDevices(path string) ([]string, error) {
-	abs, err := resolve(path)
+	abs, err := safeLockPath(path)
 	if err != nil {
 		return nil, err
 	}

@@ -67,3 +67,15 @@ func explainClear(lockPath string, st *Status, err error) error {
 	}
 	return &FolderError{Dir: filepath.Dir(lockPath), Holder: st.Holder(), Err: err}
 }
+
+// FolderError is an error from the lock's folder that the user must fix:
+// this user may not create or remove files there. It names the folder,
+// who owns it and how it may be written, and how several users share a
+// lock.
+type FolderError struct {
+	// Dir is the lock's folder.
+	Dir string
+	// Holder is set when the error came from clearing a stale lock.
+	Holder string
+	Err    error
+}

@@ -70,8 +70,8 @@ func FuzzParseRecord(f *testing.F) {
 				t.Fatalf("re-encoded record %s parses as %+v, %v; want %+v", info.encode(), again, err, info)
 			}
 			// A record is the very lock it was judged to be.
-			if !sameLock(&Status{Info: info, Content: content}, content) {
-				t.Fatal("sameLock says a record differs from itself")
+			if !sameRecord(&Status{Info: info, Content: content}, content) {
+				t.Fatal("sameRecord says a record differs from itself")
 			}
 			return
 		}
@@ -90,11 +90,11 @@ func FuzzParseRecord(f *testing.F) {
 		// Content that did not parse is the same lock only as the same
 		// bytes.
 		judged := &Status{Content: content}
-		if !sameLock(judged, bytes.Clone(content)) {
-			t.Fatal("sameLock says content differs from itself")
+		if !sameRecord(judged, bytes.Clone(content)) {
+			t.Fatal("sameRecord says content differs from itself")
 		}
-		if sameLock(judged, append(bytes.Clone(content), 'x')) {
-			t.Fatal("sameLock says different content is the same")
+		if sameRecord(judged, append(bytes.Clone(content), 'x')) {
+			t.Fatal("sameRecord says different content is the same")
 		}
 	})
 }

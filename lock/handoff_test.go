@@ -40,19 +40,23 @@ func tickets(t *testing.T, path string) []ticketEntry {
 }
 
 // The ticket a waiter queued with is let go of beside its job's start, not
-// before it: it stays until NoteChild, Release or retireAfter, and goes
-// then.
+// before it: it stays until LeaveQueue, Release or leaveQueueAfter, and
+// goes then; NoteChild, which notes the job's start, leaves it alone.
 func TestTicketLetGoBesideTheJobsStart(t *testing.T) {
 	cases := []struct {
 		name   string
-		after  time.Duration // retireAfter
-		letGo  func(t *testing.T, h *Held)
-		atOnce bool // gone when letGo returns
+		after  time.Duration // leaveQueueAfter
+		leave  func(t *testing.T, h *Held)
+		atOnce bool // gone when leave returns
 	}{
-		{"NoteChild", time.Hour, func(t *testing.T, h *Held) {
+		{"LeaveQueue", time.Hour, func(t *testing.T, h *Held) {
 			if err := h.NoteChild(os.Getpid()); err != nil {
 				t.Fatal(err)
 			}
+			if got := tickets(t, h.Path()); len(got) != 1 {
+				t.Fatalf("tickets after NoteChild = %v; want the holder's, kept until LeaveQueue", got)
+			}
+			h.LeaveQueue()
 		}, false},
 		{"Release", time.Hour, func(t *testing.T, h *Held) {
 			if err := h.Release(); err != nil {
@@ -63,8 +67,8 @@ func TestTicketLetGoBesideTheJobsStart(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			defer func(d time.Duration) { retireAfter = d }(retireAfter)
-			retireAfter = c.after
+			defer func(d time.Duration) { leaveQueueAfter = d }(leaveQueueAfter)
+			leaveQueueAfter = c.after
 			o := testOptions(t)
 			h := queuedHolder(t, o)
 			if c.after == time.Hour {
@@ -72,7 +76,7 @@ func TestTicketLetGoBesideTheJobsStart(t *testing.T) {
 					t.Fatalf("tickets once the lock is had = %v; want the holder's, kept until its job starts", got)
 				}
 			}
-			c.letGo(t, h)
+			c.leave(t, h)
 			if c.atOnce {
 				if got := tickets(t, o.Path); len(got) != 0 {
 					t.Fatalf("tickets after Release = %v; want none", got)
@@ -90,8 +94,8 @@ func TestTicketLetGoBesideTheJobsStart(t *testing.T) {
 // A waiter behind a holder that keeps its ticket until its job starts is
 // still served next, and its place is unchanged meanwhile.
 func TestWaiterBehindAHolderWithItsTicket(t *testing.T) {
-	defer func(d time.Duration) { retireAfter = d }(retireAfter)
-	retireAfter = time.Hour
+	defer func(d time.Duration) { leaveQueueAfter = d }(leaveQueueAfter)
+	leaveQueueAfter = time.Hour
 	o := testOptions(t)
 	h := queuedHolder(t, o)
 	got := acquireAsync(t, o)
@@ -99,6 +103,7 @@ func TestWaiterBehindAHolderWithItsTicket(t *testing.T) {
 	if err := h.NoteChild(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
+	h.LeaveQueue()
 	waitUntil(t, "the holder's ticket let go of", func() bool { return liveWaiters(t, o.Path) == 1 })
 	select {
 	case <-got:
@@ -173,8 +178,8 @@ func TestReleaseOfAChangedRecord(t *testing.T) {
 // A device set's holder drops its ticket as it takes a device: kept, it
 // would hold up the waiters for the set's other devices, which are free.
 func TestDeviceSetTicketGoesAtOnce(t *testing.T) {
-	defer func(d time.Duration) { retireAfter = d }(retireAfter)
-	retireAfter = time.Hour
+	defer func(d time.Duration) { leaveQueueAfter = d }(leaveQueueAfter)
+	leaveQueueAfter = time.Hour
 	o := testOptions(t)
 	o.Devices = []string{"0", "1"}
 	one := func(name string) Options {

@@ -1,417 +1,260 @@
 package lock
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/lost"
-	"github.com/gpuexec/gpuexec/internal/osfile"
+	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
-// retire lets go of what waiting for h left behind, the queue ticket tk
-// and the watch wk, beside the job's start rather than before it: a
-// ticket's removal and close are changes in the folder that wake the
-// waiter behind, and an inotify instance's close waits for the kernel (an
-// SRCU grace period, 10-20 ms). They are let go on a goroutine of their
-// own once the job has started (NoteChild), at Release, or retireAfter
-// after the lock was had, whichever comes first; Release waits for them.
-// Until then the ticket stays in the queue, ahead of every other, which
-// changes nothing for the waiters behind: the one lock it waited for is
-// held (a device set's or a sharer's ticket goes at once: see attempt).
-func (h *Held) retire(tk *ticket, wk *waker) {
+// Held is a held lock, or the devices one job holds (an ordinary lock on
+// each). It stays held, and is never judged stale, until Release returns or
+// Lost is closed, however long that takes; a Held dropped without Release
+// stays held until this process exits (and, through LiveFiles, until the
+// processes that inherited them exit). Its methods are safe for concurrent
+// use.
+type Held struct {
+	o       Options
+	devices []string // the names held, nil for one lock
+	locks   []*heldFile
+	lost    *lost.Signal
+	// queueExit is what Acquire's wait left behind (a ticket, a
+	// watch), let go of beside the job's start (see leaveQueueLater);
+	// nil when it left nothing.
+	queueExit *queueExit
+	// cover is, for a device set, its part of the lock at Options.Path
+	// while it holds devices beside it (see cover.go); nil otherwise.
+	cover *heldFile
+	// group is the job's process group as NoteChild or RecordChild
+	// was told of it.
+	groupMu sync.Mutex
+	group   jobGroup
+	// releasing is set by the first Release.
+	releasing atomic.Bool
+}
+
+// heldTaken, when set, is told of each Held as it is taken. This package's
+// tests set it to report a Held that becomes unreachable without Release
+// (see dropped_test.go); nil otherwise, it costs a Held nothing.
+var heldTaken func(*Held)
+
+// Path is the lock file's absolute path (with devices, the queue's).
+func (h *Held) Path() string { return h.o.Path }
+
+// Devices are the names of the devices held, in Options.Devices' order;
+// nil for a lock without devices.
+func (h *Held) Devices() []string { return append([]string(nil), h.devices...) }
+
+// Info is the record written into the lock file (with devices, the first
+// device's: every record has the same pid, owner and slug, and a token of
+// its own).
+func (h *Held) Info() Info { return h.locks[0].record() }
+
+// Tokens are the records' tokens, one per lock held (in Devices' order).
+func (h *Held) Tokens() []string {
+	out := make([]string, len(h.locks))
+	for i, l := range h.locks {
+		out[i] = l.record().Token
+	}
+	return out
+}
+
+// LiveFiles are the open liveness files whose kernel locks mark this holder
+// alive: one per lock held, and for a sharer its sidecar too. Pass them to the processes that do the guarded
+// work (exec.Cmd.ExtraFiles on Unix) and the locks stay alive, even if this
+// process is killed, for as long as any of them runs. Do not close them.
+func (h *Held) LiveFiles() []*os.File {
+	var out []*os.File
+	for _, l := range h.locks {
+		out = append(out, l.live.f)
+		if l.share != nil {
+			out = append(out, l.share.f)
+		}
+	}
+	if h.cover != nil {
+		out = append(out, h.cover.live.f)
+	}
+	return out
+}
+
+// NoteUse records, for a sharer (Options.ShareMiB), the video memory its job
+// was last measured using, and whether that is over its budget by more
+// than the caller allows, in its sidecar, where status shows it. It does
+// nothing for a holder that is not a sharer.
+func (h *Held) NoteUse(usedMiB int64, over bool) error {
+	var errs []error
+	for _, l := range h.locks {
+		if l.share != nil {
+			errs = append(errs, l.noteShare(func(s *Sharer) { s.UsedMiB, s.Over = usedMiB, over }))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Lost is closed when a lock held was found to be no longer ours (removed,
+// or replaced by another holder's); someone else may hold it from then on,
+// and the caller should stop using what it guards.
+func (h *Held) Lost() <-chan struct{} { return h.lost.Lost() }
+
+// LostReason says why Lost was closed; nil while it is not.
+func (h *Held) LostReason() error { return h.lost.Reason() }
+
+// NoteChild notes the process group of the job run under the lock (pgid,
+// the job's first process's pid) where it keeps the lock held, so that the
+// lock stays held while that group runs even if this process is killed and
+// the job's processes closed the files they inherited (see LiveFiles). A
+// group that later carries the same number is never taken for the job's.
+// It is cheap (no wait for other processes, no new file): call it the
+// moment the job starts. RecordChild puts the group into the records
+// themselves, where status shows it.
+func (h *Held) NoteChild(pgid int) error {
+	g := h.jobGroup(pgid)
+	var errs []error
+	for _, l := range h.locks {
+		if l.share != nil {
+			errs = append(errs, l.noteSharer(g))
+		} else {
+			errs = append(errs, l.live.note(g))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LeaveQueue gives up, in the background, the place in the queue that
+// Acquire waited in. Acquire keeps that place past its return, where it
+// holds nobody up (what it waited for is held), because giving it up is
+// work that wakes other waiters: call LeaveQueue once the work done under
+// the lock has started, so that the two do not compete. Without it the
+// place goes shortly after Acquire returned; Release gives it up at the
+// latest. It does nothing for a Held without such a place (TryAcquire's,
+// an Acquire that did not wait), nor the second time.
+func (h *Held) LeaveQueue() {
+	if h.queueExit != nil {
+		h.queueExit.start()
+	}
+}
+
+// RecordChild writes the process group of the job run under the lock into
+// each record (childPgid, childStart), so that the lock stays alive while
+// that group runs even if this process is killed. It also counts as a
+// heartbeat.
+func (h *Held) RecordChild(pgid int) error {
+	g := h.jobGroup(pgid)
+	var errs []error
+	for _, l := range h.locks {
+		errs = append(errs, l.recordChild(g))
+	}
+	if h.cover != nil {
+		errs = append(errs, h.cover.recordChild(g))
+	}
+	return errors.Join(errs...)
+}
+
+// jobGroup is the job's group pgid with its leader's start time, read once
+// per group.
+func (h *Held) jobGroup(pgid int) jobGroup {
+	h.groupMu.Lock()
+	defer h.groupMu.Unlock()
+	if h.group.id != pgid {
+		h.group = jobGroup{id: pgid}
+		h.group.since, _ = proc.Start(pgid)
+	}
+	return h.group
+}
+
+// logAcquired logs the acquired line: the lock, how long it was waited
+// for, and the devices taken.
+func (h *Held) logAcquired(waited time.Duration) {
+	h.o.Logger.Info("acquired GPU lock", append(h.logFields(), "waited", fmtAge(waited))...)
+}
+
+// logFields name the lock held in its acquired and releasing lines: its
+// path, and the devices taken.
+func (h *Held) logFields() []any {
+	f := []any{"path", h.o.Path}
+	if h.devices != nil {
+		f = append(f, "devices", strings.Join(h.devices, ","))
+	}
+	return f
+}
+
+// Release stops the heartbeat and removes each lock file that still holds
+// this holder's pid and token; a lock that is no longer ours is left alone.
+// It is safe to call more than once; later calls do nothing.
+//
+// The first call logs "releasing GPU lock" before it gives anything up, so
+// that in a log several holders share, a holder's releasing line comes
+// before the acquired line of the one it hands the lock to. A release
+// that then fails says so in its error; a lock found to be no longer ours
+// is logged as such.
+func (h *Held) Release() error {
+	if h.releasing.CompareAndSwap(false, true) {
+		h.o.Logger.Info("releasing GPU lock", h.logFields()...)
+	}
+	var errs []error
+	for _, l := range h.locks {
+		errs = append(errs, l.release())
+	}
+	if h.cover != nil {
+		// After the devices: the cover goes only once none beside it
+		// is held.
+		errs = append(errs, h.cover.release())
+	}
+	if h.queueExit != nil {
+		h.queueExit.start()
+		<-h.queueExit.left
+	}
+	return errors.Join(errs...)
+}
+
+// leaveQueueLater lets go of what waiting for h left behind, the queue
+// ticket tk and the watch wk, beside the job's start rather than before
+// it: a ticket's removal and close are changes in the folder that wake the
+// waiter behind, and closing an inotify instance waits for the kernel (an
+// SRCU grace period; see docs/performance.md). They are let go on a
+// goroutine of their own once the job has started (LeaveQueue), at
+// Release, or leaveQueueAfter after the lock was had, whichever comes
+// first; Release waits for them. Until then the ticket stays in the queue,
+// ahead of every other, which changes nothing for the waiters behind: the
+// one lock it waited for is held (a device set's or a sharer's ticket goes
+// at once: see attempt).
+func (h *Held) leaveQueueLater(tk *ticket, wk *waker) {
 	if tk == nil && wk == nil {
 		return
 	}
-	h.retiring = func() {
+	q := &queueExit{left: make(chan struct{}), leave: func() {
 		tk.drop()
 		wk.close()
-	}
-	h.retired = make(chan struct{})
-	// Not stopped when something else comes first: letGo runs once.
-	time.AfterFunc(retireAfter, h.letGo)
+	}}
+	h.queueExit = q
+	// Not stopped when something else comes first: start runs once.
+	time.AfterFunc(leaveQueueAfter, q.start)
 }
 
-// retireAfter bounds how long an Acquire's ticket and watch outlive it when
-// nothing (NoteChild) says that the job has started: a caller that guards
-// work of its own keeps no ticket in the queue for longer. (A variable for
-// the tests.)
-var retireAfter = 50 * time.Millisecond
+// leaveQueueAfter bounds how long an Acquire's ticket and watch outlive it
+// when nothing (LeaveQueue) says that the job has started: a caller that
+// guards work of its own keeps no ticket in the queue for longer. (A
+// variable for the tests.)
+var leaveQueueAfter = 50 * time.Millisecond
 
-// letGo starts what retire put off, once; it does nothing for a Held that
-// has nothing to let go of.
-func (h *Held) letGo() {
-	if h.retired == nil {
-		return
-	}
-	h.retireOnce.Do(func() {
+// queueExit is the leaving of the queue that leaveQueueLater put off.
+type queueExit struct {
+	once  sync.Once
+	leave func()        // drops the ticket and closes the watch
+	left  chan struct{} // closed once leave has returned
+}
+
+// start runs leave on a goroutine of its own, the first time only.
+func (q *queueExit) start() {
+	q.once.Do(func() {
 		go func() {
-			defer close(h.retired)
-			h.retiring()
+			defer close(q.left)
+			q.leave()
 		}()
 	})
-}
-
-// fileLock is one lock file held: a Held's lock, or one of its devices'.
-// Its heartbeat keeps the file's mtime fresh until release. Its methods are
-// safe for concurrent use.
-type fileLock struct {
-	o    Options // o.Path is this lock file
-	info *Info
-	live *liveLock
-	// share is a sharer's sidecar (Options.ShareMiB); nil for a holder
-	// that has the lock alone. info is then the shared record as joined.
-	share *shareHold
-	// cover says this is a device set's part of the lock at the path its
-	// devices are beside (see cover.go): info is the cover as joined,
-	// live its shared liveness lock; group is the job's, once told.
-	cover bool
-	group jobGroup
-
-	mu       sync.Mutex
-	released atomic.Bool
-
-	// lost is the Held's: marked when this lock was found to be no
-	// longer ours (removed, or replaced by another holder's).
-	lost *lost.Signal
-	stop chan struct{}
-	done chan struct{}
-	// beat ends with the heartbeat (stopHeartbeat): a heartbeat waiting
-	// for the guard gives up at once, even where the one stopping it
-	// holds that guard (a device set rolled back under its guards).
-	beat      context.Context
-	beatEnded context.CancelFunc
-}
-
-func newFileLock(o Options, info *Info, live *liveLock, share *shareHold, ls *lost.Signal, cover bool) *fileLock {
-	h := &fileLock{
-		o:     o,
-		info:  info,
-		live:  live,
-		share: share,
-		cover: cover,
-
-		lost: ls,
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	h.beat, h.beatEnded = context.WithCancel(context.Background())
-	go h.heartbeat()
-	return h
-}
-
-// selfCheck is how often a holder reads its lock file to see that it still
-// holds its record (one small read, without the guard): a forced clear, or
-// the seed's tool clearing it by its mtime and taking it, is noticed within
-// a second, not a heartbeat later. (The file's identity would not do: a
-// file created just after one is removed may get the same inode number.)
-// (Watching the folder would notice at once, but closing an inotify
-// instance waits for the kernel's SRCU grace period, 10-20 ms here, at
-// every release.)
-const selfCheck = time.Second
-
-// record is the record written into the lock file.
-func (h *fileLock) record() Info {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return *h.info
-}
-
-// markLost says this lock was lost (each device of a set that is), then
-// closes the Held's Lost, once: the log line comes before anyone told by
-// Lost acts.
-func (h *fileLock) markLost(why error) {
-	h.o.Logger.Error("GPU lock lost", "path", h.o.Path, "reason", why)
-	h.lost.Mark(why, nil)
-}
-
-// heartbeat touches the lock every Options.Heartbeat, and checks that it
-// is still ours within selfCheck of the lock file being removed or
-// replaced: a forced clear, or the seed's tool clearing it by its mtime, is
-// noticed within a second, not a heartbeat later.
-func (h *fileLock) heartbeat() {
-	defer close(h.done)
-	t := time.NewTicker(h.o.Heartbeat)
-	defer t.Stop()
-	self := time.NewTicker(selfCheck)
-	defer self.Stop()
-	for {
-		check := h.touch
-		select {
-		case <-h.stop:
-			return
-		case <-t.C:
-		case <-self.C:
-			var err error
-			if h.share != nil || h.cover {
-				err = h.adopt()
-			}
-			if err != nil && h.beat.Err() == nil {
-				h.o.Logger.Debug("could not name this holder in the shared record", "path", h.o.Path, "error", err)
-			}
-			if h.stillOurs() {
-				continue
-			}
-			check = h.check
-		}
-		if err := check(); err != nil {
-			if h.beat.Err() != nil {
-				return // stopped while it waited for the guard
-			}
-			if errors.Is(err, errNotOurs) {
-				h.markLost(err)
-				return
-			}
-			h.o.Logger.Warn("GPU lock heartbeat failed; retrying at the next one", "path", h.o.Path, "error", err)
-		}
-	}
-}
-
-// underGuard runs fn with the guard held, waiting for it at most
-// clearGuardWait, or until parent ends.
-func (h *fileLock) underGuard(parent context.Context, fn func() error) error {
-	ctx, cancel := context.WithTimeout(parent, clearGuardWait)
-	defer cancel()
-	g, err := takeGuard(ctx, h.o.Path)
-	if err != nil {
-		return err
-	}
-	defer g.release()
-	return fn()
-}
-
-// stillOurs reports whether the lock file, read without the guard, still
-// holds this holder's record; check then judges under the guard any that
-// does not seem to.
-func (h *fileLock) stillOurs() bool {
-	st, err := readStatus(h.o.Path)
-	return err == nil && h.isOurs(st) == nil
-}
-
-// check reads the lock under the guard and reports errNotOurs if it is no
-// longer this holder's.
-func (h *fileLock) check() error {
-	return h.underGuard(h.beat, func() error {
-		_, err := h.ours()
-		return err
-	})
-}
-
-// errNotOurs says the lock file no longer holds our record.
-var errNotOurs = errors.New("the lock file no longer holds this process's record")
-
-// ours reads the lock under the guard and checks it is still ours.
-func (h *fileLock) ours() (*Status, error) {
-	st, err := readStatus(h.o.Path)
-	if err != nil {
-		return nil, err
-	}
-	return st, h.isOurs(st)
-}
-
-// isOurs says whether st, as read, is this holder's record.
-func (h *fileLock) isOurs(st *Status) error {
-	if st.State == StateFree {
-		return fmt.Errorf("%w: it was removed", errNotOurs)
-	}
-	mine := h.record()
-	shared := h.share != nil || h.cover
-	if shared && st.Info != nil && st.Info.Token == mine.Token && st.Info.Share == (h.share != nil) && st.Info.Cover == h.cover {
-		return nil // a shared record (or a cover) names any of its holders
-	}
-	if st.Info == nil || st.Info.Token != mine.Token || st.Info.PID != mine.PID || shared {
-		return fmt.Errorf("%w: it now names %s", errNotOurs, st.Holder())
-	}
-	return nil
-}
-
-// touch is one heartbeat: set the lock file's mtime to now if it is ours.
-// The file is read and touched through one open file, so that the file
-// touched is the one found to be ours, whatever the path names meanwhile.
-func (h *fileLock) touch() error {
-	return h.underGuard(h.beat, func() error {
-		var f *os.File
-		err := osfile.RetrySharing(func() (err error) {
-			f, err = osfile.OpenToTouch(h.o.Path)
-			return err
-		})
-		if errors.Is(err, fs.ErrNotExist) {
-			return h.isOurs(&Status{State: StateFree})
-		}
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		st, err := readStatusFrom(f, h.o.Path)
-		if err != nil {
-			return err
-		}
-		if err := h.isOurs(st); err != nil {
-			return err
-		}
-		now := time.Now()
-		if err := osfile.Touch(f, now); err != nil {
-			return err
-		}
-		h.touchOwn(now)
-		return nil
-	})
-}
-
-// touchOwn sets the mtime of the files that this holder alone writes, its
-// liveness file (not a shared record's, which is everyone's) and its
-// sidecar, to now at each heartbeat: once their kernel lock is free, a
-// note in them that is not their owner's word keeps the lock held only
-// while they are fresh (see sweep, readSharer), so their mtime must say
-// when their holder was last alive. A failure is only logged: the record's
-// heartbeat is what the lock lives by.
-func (h *fileLock) touchOwn(now time.Time) {
-	var files []*os.File
-	if h.live != nil && !h.live.shared {
-		files = append(files, h.live.f)
-	}
-	if h.share != nil {
-		files = append(files, h.share.f)
-	}
-	for _, f := range files {
-		if err := osfile.Touch(f, now); err != nil {
-			h.o.Logger.Debug("could not touch a liveness file or sidecar", "path", h.o.Path, "error", err)
-		}
-	}
-}
-
-// recordChild writes the process group of the job run under the lock into
-// the record (childPgid). It also counts as a heartbeat.
-func (h *fileLock) recordChild(g jobGroup) error {
-	switch {
-	case h.share != nil:
-		return h.noteShare(func(s *Sharer) { s.ChildPGID, s.ChildStart = g.id, g.since })
-	case h.cover:
-		return h.noteCoverChild(g)
-	}
-	return h.underGuard(context.Background(), func() error {
-		if _, err := h.ours(); err != nil {
-			return err
-		}
-		h.mu.Lock()
-		next := *h.info
-		next.ChildPGID, next.ChildStart = g.id, g.since
-		h.mu.Unlock()
-		if err := replaceRecord(h.o.Path, &next); err != nil {
-			return err
-		}
-		h.mu.Lock()
-		h.info = &next
-		h.mu.Unlock()
-		return nil
-	})
-}
-
-// releaseGuardWait bounds how long Release waits for the guard. Release
-// must happen even if a stopped process holds the guard; without it,
-// removal is still safe (rename, re-read, compare), only not serialized.
-const releaseGuardWait = 5 * time.Second
-
-// release stops the heartbeat and removes the lock file if it still holds
-// this lock's pid and token; a lock that is no longer ours is left alone.
-// Later calls do nothing.
-func (h *fileLock) release() error {
-	if !h.stopHeartbeat() {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseGuardWait)
-	defer cancel()
-	g, gerr := takeGuard(ctx, h.o.Path)
-	if gerr != nil {
-		h.o.Logger.Warn("releasing GPU lock without its guard", "path", h.o.Path, "error", gerr)
-	}
-	// The liveness file goes first, under the guard: once the record is
-	// gone, a liveness file still locked means a job still runs (see
-	// sweep), and the next holder must not have to wait for it. A judge
-	// without the guard that looks in between finds the record with its
-	// liveness file gone and this process alive: held.
-	var tomb string
-	var err error
-	switch {
-	case h.share != nil:
-		_, err = h.leaveGuarded()
-	case h.cover:
-		_, err = h.leaveCover()
-	default:
-		h.live.release()
-		_, tomb, err = h.removeRecord()
-	}
-	// The guard goes before the deletion of the record set aside: the
-	// next holder, woken by the removal, is waiting for it. (Held.Release
-	// logged the releasing line before any of this.)
-	g.release()
-	if derr := deleteSetAside(tomb); derr != nil {
-		err = fmt.Errorf("lock: release: %w", derr)
-	}
-	return err
-}
-
-// stopHeartbeat marks the lock released and stops its heartbeat; false if
-// it already was.
-func (h *fileLock) stopHeartbeat() bool {
-	if !h.released.CompareAndSwap(false, true) {
-		return false
-	}
-	h.beatEnded()
-	close(h.stop)
-	<-h.done
-	return true
-}
-
-// removeGuarded removes the record if it is still ours, then the liveness
-// lock. Call with the guard held (or not to be had).
-func (h *fileLock) removeGuarded() error {
-	switch {
-	case h.share != nil:
-		_, err := h.leaveGuarded()
-		return err
-	case h.cover:
-		_, err := h.leaveCover()
-		return err
-	}
-	// The liveness lock goes after the record, on every path.
-	defer h.live.release()
-	_, err := h.removeRecordNow()
-	return err
-}
-
-// removeRecordNow is removeRecord with the file set aside deleted at once,
-// where nobody waits on this process's guard for it: a rollback, or a
-// sharer's release.
-func (h *fileLock) removeRecordNow() (bool, error) {
-	removed, tomb, err := h.removeRecord()
-	if err != nil {
-		return false, err
-	}
-	return removed, deleteSetAside(tomb)
-}
-
-// removeRecord sets the record aside if it is still ours (read and judged
-// first, then setAside, which re-reads it), reporting whether it did and
-// the file set aside, which the caller deletes ("" when none). A record
-// that is not ours is never touched, not even renamed for a moment. Call
-// with the guard held (or not to be had), then release the liveness lock.
-func (h *fileLock) removeRecord() (removed bool, tomb string, err error) {
-	st, err := h.ours()
-	if errors.Is(err, errNotOurs) {
-		h.o.Logger.Warn("GPU lock was no longer ours at release; left it alone", "path", h.o.Path, "reason", err)
-		return false, "", nil
-	}
-	if err != nil {
-		return false, "", fmt.Errorf("lock: release: %w", err)
-	}
-	if tomb, err = setAside(h.o.Path, st); err != nil {
-		return false, "", fmt.Errorf("lock: release: %w", err)
-	}
-	return tomb != "", tomb, nil
 }

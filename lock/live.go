@@ -152,7 +152,7 @@ type liveNote struct {
 	// note keeps a lock held only while the file's mtime is fresh.
 	refused string
 	// mtime is the file's: its holder's last heartbeat (see
-	// fileLock.touch) or note.
+	// heldFile.touch) or note.
 	mtime time.Time
 }
 

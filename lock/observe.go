@@ -104,7 +104,7 @@ func procState(r proc.Run) ProcState {
 	return ProcUnknown
 }
 
-// folderExists is nil when the folder dir (resolved: see resolve) exists,
+// folderExists is nil when the folder dir (made safe: see safeLockPath) exists,
 // or cannot be told (the error of what reads it then says why); an error
 // wrapping ErrNoFolder when it does not, and one wrapping syscall.ENOTDIR
 // when it is not a folder (a lock file's path below it would read as

@@ -1,12 +1,12 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,28 +17,29 @@ import (
 )
 
 // Options are checked here, once, for every entry point: withDefaults
-// fills in defaults, resolves the path and works out the target.
+// fills in defaults, makes the path safe (see safeLockPath) and works out
+// the lock set.
 
-// target is what a caller takes: the lock files it may take (the lock at
+// lockSet is what a caller takes: the lock files it may take (the lock at
 // Options.Path alone, or one per device beside it) and how many it needs.
-type target struct {
+type lockSet struct {
 	names []string // device names; nil for a single lock
 	paths []string // lock files, in names' order
 	need  int
 }
 
 // checked are the paths whose content must be a lock or nothing before a
-// ticket or guard is made beside anchor: anchor and every lock file.
-func (t target) checked(anchor string) []string {
+// ticket or guard is made beside queuePath: queuePath and every lock file.
+func (t lockSet) checked(queuePath string) []string {
 	if t.names == nil {
 		return t.paths
 	}
-	return append([]string{anchor}, t.paths...)
+	return append([]string{queuePath}, t.paths...)
 }
 
 // guardOrder is the order in which the paths' guards are taken: by path,
 // ignoring case, then as written.
-func (t target) guardOrder() []int {
+func (t lockSet) guardOrder() []int {
 	order := make([]int, len(t.paths))
 	for i := range order {
 		order[i] = i
@@ -53,29 +54,22 @@ func (t target) guardOrder() []int {
 	return order
 }
 
-// maxDevices bounds Options.Devices: the largest machines hold 16 GPUs;
-// each device is a lock file and a guard, checked at every try.
-const maxDevices = 64
-
-// maxDeviceName bounds a device's name: a GPU UUID is 40 characters.
-const maxDeviceName = 128
-
-// withDefaults checks o, fills in the defaults and resolves the path (see
-// resolve), and works out the target.
-func (o Options) withDefaults() (Options, target, error) {
-	o, err := o.resolved()
+// withDefaults checks o, fills in the defaults, makes the path safe (see
+// safeLockPath), and works out the lock set.
+func (o Options) withDefaults() (Options, lockSet, error) {
+	o, err := o.withSafePath()
 	if err != nil {
-		return o, target{}, err
+		return o, lockSet{}, err
 	}
 	o = o.Canonical()
-	t, err := o.target()
+	t, err := o.lockSet()
 	return o, t, err
 }
 
-// resolved is o with its path checked and resolved and its durations and
+// withSafePath is o with its path checked and withSafePath and its durations and
 // names checked and defaulted, its path's lock file as named (Clear's: a
 // device's lock is cleared by its own path).
-func (o Options) resolved() (Options, error) {
+func (o Options) withSafePath() (Options, error) {
 	if err := checkPath(o.Path); err != nil {
 		return o, err
 	}
@@ -83,7 +77,7 @@ func (o Options) resolved() (Options, error) {
 	if err != nil {
 		return o, err
 	}
-	abs, err := resolve(o.Path)
+	abs, err := safeLockPath(o.Path)
 	if err != nil {
 		return o, err
 	}
@@ -147,45 +141,39 @@ func (o Options) withDurations() (Options, error) {
 	return o, nil
 }
 
-// target checks Devices and Need and names the lock files: Path alone, or
+// lockSet checks Devices and Need and names the lock files: Path alone, or
 // one per device beside it, the device's name before Path's extension.
-func (o Options) target() (target, error) {
+func (o Options) lockSet() (lockSet, error) {
 	need := o.Need
 	if need == 0 {
 		need = 1
 	}
 	if len(o.Devices) == 0 {
 		if need != 1 {
-			return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
+			return lockSet{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be 1 without devices, got %d", o.Need)}
 		}
 		if dev, ok := misspelledDevice(o.Path); ok {
-			return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s names GPU %s with a leading zero, which would be a lock of its own beside GPU %s's; name it without", filepath.Base(o.Path), dev, dev)}
+			return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s names GPU %s with a leading zero, which would be a lock of its own beside GPU %s's; name it without", filepath.Base(o.Path), dev, dev)}
 		}
-		return target{paths: []string{o.Path}, need: 1}, nil
+		return lockSet{paths: []string{o.Path}, need: 1}, nil
 	}
 	if err := checkDevices(o.Devices); err != nil {
-		return target{}, err
+		return lockSet{}, err
 	}
 	if _, dev, ok := deviceLock(o.Path); ok {
-		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s is GPU %s's lock; with devices, name the lock they are beside", filepath.Base(o.Path), dev)}
+		return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s is GPU %s's lock; with devices, name the lock they are beside", filepath.Base(o.Path), dev)}
 	}
 	if _, stem, _ := deviceName(o.Path); stem != "" && allDigits(stem[len(stem)-1:]) {
-		return target{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s ends in a digit, so its devices' locks (%s) would read as other GPUs' locks; with devices, name a lock without one", filepath.Base(o.Path), filepath.Base(deviceFile(o.Path, "1")))}
+		return lockSet{}, &OptionError{Option: "path", Problem: fmt.Sprintf("%s ends in a digit, so its devices' locks (%s) would read as other GPUs' locks; with devices, name a lock without one", filepath.Base(o.Path), filepath.Base(deviceFile(o.Path, "1")))}
 	}
 	if need < 1 || need > len(o.Devices) {
-		return target{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
+		return lockSet{}, &OptionError{Option: "need", Problem: fmt.Sprintf("must be between 1 and the number of devices (%d), got %d", len(o.Devices), o.Need)}
 	}
-	t := target{names: append([]string(nil), o.Devices...), need: need}
+	t := lockSet{names: append([]string(nil), o.Devices...), need: need}
 	for _, n := range o.Devices {
 		t.paths = append(t.paths, deviceFile(o.Path, n))
 	}
 	return t, nil
-}
-
-// deviceFile is the lock file of device n beside the lock at path.
-func deviceFile(path, n string) string {
-	dir, stem, ext := deviceName(path)
-	return filepath.Join(dir, stem+n+ext)
 }
 
 // Canonical is o with a Path that names a device's lock, and no Devices,
@@ -200,89 +188,18 @@ func (o Options) Canonical() Options {
 	if len(o.Devices) > 0 {
 		return o
 	}
-	if anchor, dev, ok := deviceLock(o.Path); ok {
-		o.Path, o.Devices = anchor, []string{dev}
+	if beside, dev, ok := deviceLock(o.Path); ok {
+		o.Path, o.Devices = beside, []string{dev}
 	}
 	return o
 }
 
-// deviceName splits a lock path into what names its devices' lock files:
-// the folder, and the name's stem and extension between which a device's
-// name goes (gpu.lock → gpu0.lock).
-func deviceName(path string) (dir, stem, ext string) {
-	dir, file := filepath.Split(path)
-	ext = filepath.Ext(file)
-	return dir, strings.TrimSuffix(file, ext), ext
-}
-
-// checkDevices checks a device list: 1 to maxDevices names, each a device
-// index (see validIndex), none twice.
-func checkDevices(names []string) error {
-	if len(names) > maxDevices {
-		return &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", len(names), maxDevices)}
-	}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if !validIndex(n) {
-			return &OptionError{Option: "devices", Problem: notIndex(n)}
-		}
-		if seen[n] {
-			return &OptionError{Option: "devices", Problem: fmt.Sprintf("names device %s twice", n)}
-		}
-		seen[n] = true
-	}
-	return nil
-}
-
-// notIndex says why n names no device's lock.
-func notIndex(n string) string {
-	switch {
-	case allDigits(n) && len(n) > 1 && n[0] == '0':
-		return fmt.Sprintf("names %q: write the index without leading zeros (%s), one lock per card", n, strings.TrimLeft(n[:len(n)-1], "0")+n[len(n)-1:])
-	case allDigits(n):
-		return fmt.Sprintf("names device %s: an index is at most %d", n, maxIndex)
-	case strings.HasPrefix(strings.ToUpper(n), "GPU-") || strings.HasPrefix(strings.ToUpper(n), "MIG-"):
-		return fmt.Sprintf("names %q, a UUID: a device's lock is named by its index (nvidia-smi's), so that one card is one lock", printable(SafeName(n)))
-	}
-	return fmt.Sprintf("names %q, which is not a GPU index (0, 1, 2, ...)", printable(SafeName(n)))
-}
-
-func parseDevices(list string, count int) ([]string, error) {
-	if list == "all" {
-		if count < 1 {
-			return nil, &OptionError{Option: "devices", Problem: "all needs a device count of at least 1"}
-		}
-		if count > maxDevices {
-			return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("all means %d devices: at most %d", count, maxDevices)}
-		}
-		names := make([]string, count)
-		for i := range names {
-			names[i] = strconv.Itoa(i)
-		}
-		return names, nil
-	}
-	if k := strings.Count(list, ",") + 1; k > maxDevices {
-		return nil, &OptionError{Option: "devices", Problem: fmt.Sprintf("names %d devices: at most %d", k, maxDevices)}
-	}
-	names := strings.Split(list, ",")
-	for i, n := range names {
-		n = strings.TrimSpace(n)
-		// 07 is 7: one card, one lock.
-		if allDigits(n) && len(n) <= 3 {
-			k, _ := strconv.Atoi(n)
-			n = strconv.Itoa(k)
-		}
-		names[i] = n
-	}
-	return names, checkDevices(names)
-}
-
-// resolve makes a lock path absolute, its folder resolved to one that no
+// safeLockPath makes a lock path absolute, its folder resolved to one that no
 // other user can redirect (see package safepath): the lock's files are
 // then found and made there by name, and nowhere else, for as long as the
 // process runs. A folder another user could move away or point elsewhere
 // is refused with a *FolderError.
-func resolve(path string) (string, error) {
+func safeLockPath(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", &OptionError{Option: "path", Problem: fmt.Sprintf("%q: %v", path, err)}
@@ -294,7 +211,7 @@ func resolve(path string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// makeFolder creates the lock's folder dir (resolved, see resolve), 0700
+// makeFolder creates the lock's folder dir (made safe: see safeLockPath), 0700
 // (its files are then this user's alone, whatever group they are in; a
 // folder to share is made by hand), and the folders above it that are
 // missing, 0755 as the umask has it, each only where no other user could
@@ -313,3 +230,122 @@ func makeFolder(dir string) error {
 	}
 	return nil
 }
+
+// Defaults for zero Options fields; the Node tool's values.
+const (
+	DefaultPoll      = 20 * time.Second
+	DefaultReport    = 5 * time.Minute
+	DefaultHeartbeat = 5 * time.Minute
+	DefaultStale     = 90 * time.Minute
+)
+
+// MinInterval is the shortest Poll, Report, Heartbeat and Stale allowed:
+// each is work done while waiting or holding (a heartbeat takes the guard
+// and touches the lock), and a nanosecond would keep a core busy doing it.
+const MinInterval = time.Millisecond
+
+// Options says which lock to take and how to behave while waiting and
+// holding. Zero durations take the Default values.
+type Options struct {
+	// Path is the lock file; its folder is created if missing. With
+	// Devices it is where their shared queue is kept (its guard and
+	// tickets), and no lock file is made at Path itself.
+	Path string
+	// Devices, when set, are GPUs with a lock file each beside Path, the
+	// device's index before Path's extension: gpu.lock → gpu0.lock,
+	// gpu1.lock. A name is the device's index as nvidia-smi numbers it
+	// (what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID),
+	// in decimal without leading zeros, 0 to 63, so that one card is one
+	// lock; at most 64 devices. The lock at Path then holds a cover while
+	// any device is held, and Path's name must not end in a digit. A
+	// device's lock named as Path without Devices is that device (see
+	// Canonical).
+	Devices []string
+	// Need is how many of Devices a holder takes at once (0: 1). Waiters
+	// are served in arrival order, the head taking whichever devices are
+	// free, all it needs at once or none, so that two jobs can never
+	// deadlock holding one each.
+	Need int
+	// Owner and Slug are recorded in the lock: who holds it and which job.
+	Owner, Slug string
+	// Poll is how often a waiter re-checks everything (the fallback where
+	// the folder cannot be watched).
+	Poll time.Duration
+	// Report is how often a waiter logs the current holder.
+	Report time.Duration
+	// Heartbeat is how often a holder touches the lock file's mtime.
+	Heartbeat time.Duration
+	// Stale is the heartbeat age after which a lock is stale.
+	Stale time.Duration
+	// HoldLimit is the longest the holder will hold the lock (a job's
+	// timeout): the record then says when that ends (Info.Deadline), and
+	// waiters show it. 0 (or less) records none. Nothing here enforces it.
+	HoldLimit time.Duration
+	// Logger receives the waiting, acquired, stale-cleared, lost and
+	// releasing lines. They name the lock, not the caller: a caller whose
+	// lines must be told apart from others' gives a Logger With its own
+	// fields (gpuexec gives owner, slug and its pid). A waiting line
+	// says the holder and the queue in its message, and has no fields
+	// that repeat it (see Status.WaitingLine). Nil logs nothing.
+	Logger hclog.Logger
+	// Admit, when set, is asked whether free locks may be taken now (the
+	// gpuexec command asks whether the device has the free video memory
+	// the job needs). A caller whose turn it is and that finds locks
+	// free calls it outside every guard with their device names (for a
+	// single lock, the one name ""), and takes only the devices it
+	// admits, in Devices' order. When too few are admitted the caller
+	// keeps its place at the front of the queue (those behind it do not
+	// pass it: it is not stopped, it waits), and asks again every
+	// second. Admit may take a while (a second or so: it samples the
+	// device) and must return when ctx ends. It returns, for each name,
+	// whether that device may be taken, and a line saying what is in the
+	// way, for the waiting line and WaitError.Why.
+	Admit func(ctx context.Context, devices []string) (ok []bool, why string)
+	// ShareMiB, when above 0, makes the holder a sharer with a budget of
+	// that many MiB of video memory: it may take a device whose lock is
+	// free, or join one held in shared mode by other sharers, and other
+	// sharers may join it; a holder without ShareMiB takes a device alone
+	// and never joins a shared lock. Sharers queue in the one queue, in
+	// arrival order with everyone else: a sharer behind a waiter that
+	// competes for the same device does not join a shared lock before
+	// that waiter is served. While any sharer (or its job) runs, the lock
+	// file holds one record in the seed's format with "share": true (see
+	// Info.Share), so that the seed's tool sees the device busy; it is
+	// removed when the last sharer leaves, or judged stale once none is
+	// alive (by the kernel's locks, never by a timer alone). Admit is not
+	// asked for sharers: AdmitShare is.
+	ShareMiB int64
+	// AdmitShare is Admit for a sharer: asked, as Admit is, with every
+	// device it could take now, free or held in shared mode, and the
+	// live sharers on each as read under the device's guard. A device
+	// whose sharers' budgets grew after the answer is asked about again
+	// before it is joined. Nil admits every candidate (the budgets are
+	// then recorded, not checked).
+	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
+}
+
+// Validate reports what is wrong with o's durations, names, devices and
+// need as Acquire, TryAcquire, Inspect and Clear would, touching nothing:
+// a program checks its input with it before it starts other work. The
+// error is an *OptionError. (The path is checked when it is used: see
+// FolderError.)
+func (o Options) Validate() error {
+	_, err := o.withDurations()
+	if err == nil {
+		_, err = o.lockSet()
+	}
+	return err
+}
+
+// OptionError is an option that cannot be used. Option names it as the
+// gpuexec command does: poll, report, heartbeat, stale, owner, slug,
+// devices, need, path.
+type OptionError struct {
+	Option  string
+	Problem string // reads after the option's name: "must be at least 1ms, got 0s"
+}
+
+func (e *OptionError) Error() string { return "lock: invalid " + e.Option + ": " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *OptionError) Unwrap() error { return ErrInvalid }

@@ -130,23 +130,23 @@ func listTickets(lockPath string) ([]ticketEntry, error) {
 	return out, nil
 }
 
-// queue is one waiter's view of the queue kept beside a lock (its anchor):
+// queue is one waiter's view of the queue kept beside a lock (at the queue's path):
 // which locks the waiter competes for, and which of the others' tickets
 // compete with it. One queue serves a lock and the devices beside it, but
 // only waiters that compete for a same lock order each other: a waiter for
 // GPU 1 does not wait behind one for GPU 0, nor a --gpus waiter behind one
 // for the plain lock.
 type queue struct {
-	anchor string   // the lock path the tickets are named after
-	paths  []string // the locks this waiter may take
-	names  []string // their base names, as tickets record them
+	path  string   // the lock path the tickets are named after
+	locks []string // the locks this waiter may take
+	names []string // their base names, as tickets record them
 	// rivals caches, per ticket, whether it competes: a ticket's
 	// content is written once, when it is taken.
 	rivals map[uint64]bool
 }
 
-func newQueue(anchor string, locks []string) *queue {
-	q := &queue{anchor: anchor, paths: locks, rivals: map[uint64]bool{}}
+func newQueue(queuePath string, locks []string) *queue {
+	q := &queue{path: queuePath, locks: locks, rivals: map[uint64]bool{}}
 	for _, l := range locks {
 		q.names = append(q.names, filepath.Base(l))
 	}
@@ -160,7 +160,7 @@ func (q *queue) rival(t ticketEntry) bool {
 		return r
 	}
 	rec, err := readTicket(t.path)
-	r := competes(rec, err, q.names, filepath.Base(q.anchor))
+	r := competes(rec, err, q.names, filepath.Base(q.path))
 	if !errors.Is(err, fs.ErrNotExist) {
 		q.rivals[t.seq] = r
 	}
@@ -169,17 +169,17 @@ func (q *queue) rival(t ticketEntry) bool {
 
 // competes reports whether a ticket read as rec (or not read: err) waits
 // for a lock that one of the locks names would exclude: one of names
-// itself, or, since the lock at the queue's path (anchor, its base name)
+// itself, or, since the lock at the queue's path (queueName, its base name)
 // stands for every device beside it (see cover.go), that lock when names
 // are devices, and any device when names is that lock. A ticket that
 // names none (an older gpuexec's, or content that cannot be read) is taken
 // to wait for every lock.
-func competes(rec ticketRecord, err error, names []string, anchor string) bool {
-	if err != nil || len(rec.Locks) == 0 || slices.Contains(names, anchor) {
+func competes(rec ticketRecord, err error, names []string, queueName string) bool {
+	if err != nil || len(rec.Locks) == 0 || slices.Contains(names, queueName) {
 		return true
 	}
 	for _, n := range rec.Locks {
-		if n == anchor || slices.Contains(names, n) {
+		if n == queueName || slices.Contains(names, n) {
 			return true
 		}
 	}
@@ -358,7 +358,7 @@ func ticketState(path string) int {
 // That keeps the work under the guard the same for any length of queue.
 // Call with the guard held.
 func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
-	tickets, err := listTickets(q.anchor)
+	tickets, err := listTickets(q.path)
 	if err != nil {
 		return 0, err
 	}
@@ -394,15 +394,15 @@ func ahead(q *queue, seq uint64, stale time.Duration) (int, error) {
 // readQueue lists the waiters for any of locks (nil: every waiter) in
 // arrival order, without changing anything. Positions count the live ones,
 // and their processes on this host are told (see processOf).
-func readQueue(anchor string, locks []string) ([]Waiter, error) {
-	tickets, err := listTickets(anchor)
+func readQueue(queuePath string, locks []string) ([]Waiter, error) {
+	tickets, err := listTickets(queuePath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	names := newQueue(anchor, locks).names
+	names := newQueue(queuePath, locks).names
 	var out []Waiter
 	pos := 0
 	for _, t := range tickets {
@@ -412,7 +412,7 @@ func readQueue(anchor string, locks []string) ([]Waiter, error) {
 			time.Sleep(time.Millisecond)
 			rec, err = readTicket(t.path)
 		}
-		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names, filepath.Base(anchor))) {
+		if errors.Is(err, fs.ErrNotExist) || (locks != nil && !competes(rec, err, names, filepath.Base(queuePath))) {
 			continue
 		}
 		w := Waiter{Seq: t.seq, PID: rec.PID, Owner: rec.Owner, Slug: rec.Slug, Host: rec.Host, Since: rec.Since,
@@ -421,7 +421,7 @@ func readQueue(anchor string, locks []string) ([]Waiter, error) {
 			pos++
 			w.Position = pos
 			if sameHost(w.Host) {
-				w.Process = processOf(w.PID, rec.PIDStart, osProber{lockPath: anchor})
+				w.Process = processOf(w.PID, rec.PIDStart, osProber{lockPath: queuePath})
 			}
 		}
 		out = append(out, w)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -250,4 +252,79 @@ func printable(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+var (
+	selfStartOnce sync.Once
+	selfStart     int64
+)
+
+func findSelfStart() { selfStart, _ = proc.Start(os.Getpid()) }
+
+func newInfo(o Options) *Info {
+	selfStartOnce.Do(findSelfStart)
+	now := time.Now().UTC()
+	info := &Info{
+		PID:        os.Getpid(),
+		AcquiredAt: now.Format(isoMillis),
+		Owner:      o.Owner,
+		Slug:       o.Slug,
+		Token:      newToken(),
+		Host:       proc.HostName(),
+		PIDStart:   selfStart,
+	}
+	if o.HoldLimit > 0 {
+		info.Deadline = now.Add(o.HoldLimit).Format(isoMillis)
+	}
+	return info
+}
+
+// Info is the content of a lock file.
+//
+// The first five fields are exactly the seed's (same JSON names and types),
+// so files written by the seed's Node tool parse here and files written here
+// parse there. The others are gpuexec's additions; they are omitted when
+// empty and never required: a record without them is judged by pid and
+// heartbeat alone.
+type Info struct {
+	PID        int    `json:"pid"`
+	AcquiredAt string `json:"acquiredAt"`
+	Owner      string `json:"owner"`
+	Slug       string `json:"slug"`
+	Token      string `json:"token"`
+
+	// Host is the holder's host name. When it is set and differs from this
+	// host, the pid cannot be checked and only the heartbeat counts.
+	Host string `json:"host,omitempty"`
+	// PIDStart is the holder process's start time in milliseconds since the
+	// Unix epoch, so that a recycled pid is not mistaken for the holder.
+	PIDStart int64 `json:"pidStart,omitempty"`
+	// ChildPGID is the process group (Unix) of the job gpuexec runs. While
+	// any process of that group lives, the lock is alive even if gpuexec
+	// itself was killed.
+	ChildPGID int `json:"childPgid,omitempty"`
+	// ChildStart is when the job's first process, the leader of
+	// ChildPGID, started, in ms since the epoch (as PIDStart). A group id
+	// is a pid, reused once the group is gone: a group led by a process
+	// started at another time is not the job's. With it, a live group
+	// keeps the lock held however old its heartbeat (a record without it,
+	// of an older gpuexec, only while its heartbeat is fresh).
+	ChildStart int64 `json:"childStart,omitempty"`
+	// Share marks a lock held in shared mode (Options.ShareMiB): the
+	// record names one of its sharers, each of which has a sidecar
+	// (see Status.Sharers). Readers that know nothing of it see a busy
+	// device, as they should.
+	Share bool `json:"share,omitempty"`
+	// Cover marks the lock at a path held for the device locks beside it
+	// (Options.Devices) while any of them is held: the record names one
+	// of their holders, each of which shares its liveness lock. Readers
+	// that know nothing of it (the seed's tool) see the machine busy, as
+	// they should; a holder of the path itself waits until it is gone.
+	Cover bool `json:"cover,omitempty"`
+	// Deadline is when the holder's job is stopped at the latest (gpuexec
+	// --timeout; see Options.HoldLimit), ISO-8601 UTC with milliseconds as
+	// AcquiredAt; empty when it has none. Waiters show it. A record's
+	// deadline that is not such a time is read as none, never as an
+	// error.
+	Deadline string `json:"deadline,omitempty"`
 }

@@ -90,9 +90,9 @@ func waiting(t *testing.T, ctx context.Context, o Options, seen []*Status, seq u
 	t.Helper()
 	poll := time.NewTimer(time.Hour)
 	returned := make(chan bool, 1)
-	pl := &place{q: newQueue(o.Path, []string{o.Path}), queued: true, tk: &ticket{seq: seq}, pos: pos}
-	rep := newReporter(ctx, o, target{paths: []string{o.Path}, need: 1}, pl, time.Now())
-	go func() { returned <- waitForChange(ctx, o, seen, pl, k, poll, rep) }()
+	ws := &waitState{q: newQueue(o.Path, []string{o.Path}), queued: true, tk: &ticket{seq: seq}, pos: pos}
+	rep := newReporter(ctx, o, lockSet{paths: []string{o.Path}, need: 1}, ws, time.Now())
+	go func() { returned <- waitForChange(ctx, o, seen, ws, k, poll, rep) }()
 	t.Cleanup(func() { poll.Stop() })
 	return returned
 }

@@ -49,7 +49,7 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) string {
 	switch {
 	case plainHeld(plain):
 		st := plain
-		b.WriteString("waiting for GPU lock: held by " + holding(st, now))
+		b.WriteString("waiting for GPU lock: held by " + holderSpan(st, now))
 		if len(beside) > 0 {
 			// Devices kept from being taken by a job on every GPU.
 			b.WriteString(", a job on every GPU")
@@ -66,7 +66,7 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) string {
 				b.WriteString("; ")
 			}
 			first = false
-			b.WriteString("GPU " + st.Device + " by " + holding(st, now))
+			b.WriteString("GPU " + st.Device + " by " + holderSpan(st, now))
 		}
 	case len(beside) > 1 || (len(beside) == 1 && plain == nil):
 		b.WriteString("waiting for GPU locks: ")
@@ -83,7 +83,7 @@ func waitingLine(seen []*Status, w Waiting, now time.Time) string {
 			if st.State == StateFree {
 				b.WriteString(name + ": free")
 			} else {
-				b.WriteString(name + ": held by " + holding(st, now))
+				b.WriteString(name + ": held by " + holderSpan(st, now))
 			}
 		}
 	default:
@@ -148,10 +148,10 @@ func waitTail(w Waiting, now time.Time) string {
 	return b.String()
 }
 
-// holding is who holds st, for how long already and until when at most:
+// holderSpan is who holds st, for how long already and until when at most:
 // "channels/ep12 (pid 4242) for 12m, deadline 21:40 (in 28m)", with the
 // reason when the lock is odd.
-func holding(st *Status, now time.Time) string {
+func holderSpan(st *Status, now time.Time) string {
 	s := st.Holder()
 	if st.Info != nil {
 		if t := st.Info.Acquired(); !t.IsZero() {
@@ -208,8 +208,8 @@ func fmtClock(t, now time.Time) string {
 // waitForChange waits on too.
 type reporter struct {
 	o     Options
-	t     target
-	pl    *place
+	t     lockSet
+	ws    *waitState
 	start time.Time
 	until time.Time // ctx's deadline; zero when none
 	timer *time.Timer
@@ -217,8 +217,8 @@ type reporter struct {
 	began bool
 }
 
-func newReporter(ctx context.Context, o Options, t target, pl *place, start time.Time) *reporter {
-	r := &reporter{o: o, t: t, pl: pl, start: start, timer: time.NewTimer(o.Report)}
+func newReporter(ctx context.Context, o Options, t lockSet, ws *waitState, start time.Time) *reporter {
+	r := &reporter{o: o, t: t, ws: ws, start: start, timer: time.NewTimer(o.Report)}
 	r.timer.Stop()
 	r.until, _ = ctx.Deadline()
 	return r
@@ -229,9 +229,9 @@ func (r *reporter) C() <-chan time.Time { return r.timer.C }
 
 func (r *reporter) stop() { r.timer.Stop() }
 
-// first logs the first line, with the locks as the try that did not get
+// logFirst logs the logFirst line, with the locks as the try that did not get
 // them saw them, unless it is logged already.
-func (r *reporter) first(seen []*Status) {
+func (r *reporter) logFirst(seen []*Status) {
 	if !r.began {
 		r.began = true
 		r.report(seen)
@@ -255,14 +255,14 @@ func (r *reporter) report(seen []*Status) {
 	}
 	r.seen = seen
 	now := time.Now()
-	pos, of := standing(r.pl.q, r.pl.seq())
+	pos, of := standing(r.ws.q, r.ws.seq())
 	if pos == 0 {
-		pos, of = r.pl.pos, r.pl.pos
+		pos, of = r.ws.pos, r.ws.pos
 	}
 	w := Waiting{Position: pos, Of: of, Waited: now.Sub(r.start), Until: r.until}
 	line := waitingLine(seen, w, now)
-	if r.pl.why != "" {
-		line = admitLine(r.pl.why, w, now)
+	if r.ws.why != "" {
+		line = admitLine(r.ws.why, w, now)
 	}
 	r.o.Logger.Info(line, "path", r.o.Path)
 }
@@ -272,7 +272,7 @@ func (r *reporter) report(seen []*Status) {
 // files say now (read without the guard, for the waiting line); 0, 0 when
 // its ticket is not there.
 func standing(q *queue, seq uint64) (pos, of int) {
-	tickets, err := listTickets(q.anchor)
+	tickets, err := listTickets(q.path)
 	if err != nil || seq == 0 {
 		return 0, 0
 	}

@@ -21,17 +21,17 @@ type waker struct {
 	locks   map[string]bool
 	lives   []string // path prefixes of the locks' liveness files
 	tickets string   // path prefix of the queue's tickets
-	// anchor, for a waiter for a plain lock, is its path: the removal of
+	// plainLock, for a waiter for a plain lock, is its path: the removal of
 	// any device's lock beside it, or of their liveness files, wakes it.
-	anchor string
-	c      chan struct{}
-	left   chan struct{}
-	done   chan struct{} // closed when the watch has stopped
-	stop   func()        // stops the watch
-	os     osWatch       // what the watch of this OS keeps
+	plainLock string
+	c         chan struct{}
+	left      chan struct{}
+	done      chan struct{} // closed when the watch has stopped
+	stop      func()        // stops the watch
+	os        osWatch       // what the watch of this OS keeps
 }
 
-// newWaker watches the folder of lockPath (the queue's anchor) for the
+// newWaker watches the folder of lockPath (the queue's path) for the
 // removal of any of locks and of tickets, and of what keeps them from
 // being taken (see cover.go): for the lock at lockPath itself, every
 // device's lock beside it; for devices, the lock at lockPath.
@@ -52,7 +52,7 @@ func newWaker(lockPath string, locks []string) (*waker, error) {
 		c: make(chan struct{}, 1), left: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if plain {
-		k.anchor = lockPath
+		k.plainLock = lockPath
 	}
 	if err := k.watch(); err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func (k *waker) removed(name string) {
 		send(k.c)
 	case strings.HasPrefix(path, k.tickets):
 		send(k.left)
-	case k.anchor != "" && besideLock(k.anchor, path):
+	case k.plainLock != "" && besideLock(k.plainLock, path):
 		send(k.c)
 	default:
 		for _, p := range k.lives {

@@ -571,6 +571,11 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
 	noteErr := held.NoteChild(grp.id())
+	if f, ok := held.(fileLock); ok {
+		// The job has started: the place its lock was waited for in
+		// goes now, beside that start.
+		f.LeaveQueue()
+	}
 	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", cmdline.Line(cfg.Argv)}, held.logFields()...)...)
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
