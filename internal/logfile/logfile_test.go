@@ -1,6 +1,7 @@
 package logfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,11 +52,27 @@ func writer(spec, path string) int {
 		fmt.Fprintln(os.Stderr, "writer:", err)
 		return 2
 	}
-	defer f.Close()
+	defer func() { f.Close() }()
 	for n := range lines {
-		if _, err := f.Write([]byte(line(id, n))); err != nil {
-			fmt.Fprintln(os.Stderr, "writer:", err)
-			return 1
+		// A writer that waited LockWait for the others gives its File
+		// up, having written nothing (ErrBusy): under Wine, whose lock
+		// is polled, one writer among several busy ones can. It opens
+		// the log again and writes the line then, a few times at most:
+		// what is counted is that no line written is lost or split.
+		for try := 0; ; try++ {
+			_, err := f.Write([]byte(line(id, n)))
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrBusy) || try == 5 {
+				fmt.Fprintln(os.Stderr, "writer:", err)
+				return 1
+			}
+			f.Close()
+			if f, err = Open(path, Options{MaxSize: max}); err != nil {
+				fmt.Fprintln(os.Stderr, "writer:", err)
+				return 2
+			}
 		}
 	}
 	return 0
