@@ -3,7 +3,10 @@
 package proc
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -107,7 +110,13 @@ func TestRunTellsStoppedFromRunning(t *testing.T) {
 			}
 		}
 	}
-	await("running", func() bool { return RunOf(pid) == Running && GroupRun(pid, began) == Running })
+	// Once the leader is sleep, the shell has forked the other member:
+	// before that, stopping the leader stops the whole group.
+	execd := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return err == nil && strings.TrimSpace(string(b)) == "sleep"
+	}
+	await("running", func() bool { return execd() && RunOf(pid) == Running && GroupRun(pid, began) == Running })
 	// The leader alone stopped: the group still runs.
 	syscall.Kill(pid, syscall.SIGSTOP)
 	await("leader stopped", func() bool { return RunOf(pid) == Stopped && GroupRun(pid, began) == Running })
