@@ -32,12 +32,17 @@ type holding interface {
 	env() []string
 	// logFields add to the "job started" line.
 	logFields() []any
+	// jobStarted tells the lock that the job has started: what only the
+	// wait for it needed (a lock file's place in the queue) goes now,
+	// beside that start.
+	jobStarted()
 }
 
 // fileLock is a lock file, or the devices of a device set.
 type fileLock struct{ *lock.Held }
 
 func (h fileLock) liveFiles() []*os.File { return h.LiveFiles() }
+func (h fileLock) jobStarted()           { h.LeaveQueue() }
 func (h fileLock) env() []string {
 	env := []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + strings.Join(h.Tokens(), ",")}
 	if devs := h.Devices(); devs != nil {
@@ -86,6 +91,7 @@ func (h remoteLock) env() []string {
 	return []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}
 }
 func (remoteLock) logFields() []any { return nil }
+func (remoteLock) jobStarted()      {}
 
 // holdingOf wraps what a backend returned.
 func holdingOf(l lock.Locker) holding {

@@ -126,3 +126,4 @@ func (inheritedLock) RecordChild(int) error { return nil }
 func (inheritedLock) liveFiles() []*os.File { return nil }
 func (inheritedLock) env() []string         { return nil }
 func (inheritedLock) logFields() []any      { return []any{"reentrant", true} }
+func (inheritedLock) jobStarted()           {}

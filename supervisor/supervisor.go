@@ -571,11 +571,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	// The group at once where a judge finds it if gpuexec is killed; in
 	// the record, for status, once the job has run a while.
 	noteErr := held.NoteChild(grp.id())
-	if f, ok := held.(fileLock); ok {
-		// The job has started: the place its lock was waited for in
-		// goes now, beside that start.
-		f.LeaveQueue()
-	}
+	held.jobStarted()
 	log.Info("job started", append([]any{"pid", cmd.Process.Pid, "command", cmdline.Line(cfg.Argv)}, held.logFields()...)...)
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
@@ -706,6 +702,16 @@ func (w *watch) armAfter(d time.Duration) {
 	w.killTimer = time.NewTimer(d)
 }
 
+// stopWithJob stops gpuexec with its stopped job, as a shell's job stops,
+// until it is continued: the sentinel too (or it would be the one process
+// of the job's group that runs), and the terminal goes back to gpuexec's
+// group first, so that the shell gets it.
+func (w *watch) stopWithJob() {
+	w.term.pauseSentinel()
+	w.term.giveBack()
+	lock.Suspend(stopSelf)
+}
+
 // fromTerminal handles sig, which the job's group got from the terminal
 // (see terminal.heard): the job has it already, so it is not sent again,
 // but it ends the job as a forwarded one does, with SIGKILL after the
@@ -761,9 +767,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				// stop with it, so that the shell sees its job
 				// stopped and gets the terminal back.
 				w.log.Info("job stopped; stopping with it until continued (fg, bg)")
-				w.term.pauseSentinel()
-				w.term.giveBack()
-				lock.Suspend(stopSelf)
+				w.stopWithJob()
 			}
 		case sig := <-w.term.heard():
 			w.fromTerminal(sig)
@@ -777,9 +781,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				if err := w.grp.signal(sig); err != nil {
 					w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
 				}
-				w.term.pauseSentinel()
-				w.term.giveBack()
-				lock.Suspend(stopSelf)
+				w.stopWithJob()
 				continue
 			case signals.Continue:
 				w.log.Debug("continuing the job's process group", "signal", signals.Name(sig))
