@@ -87,6 +87,25 @@ func (s *Status) Describe() string {
 		return "held by " + s.Holder() + ", alive (" + s.Reason + ")"
 	}
 	var b strings.Builder
+	b.WriteString(s.Heading())
+	switch {
+	case s.State == StateStale:
+		b.WriteString("; " + s.Reason)
+	case s.Reason != "":
+		b.WriteString(", alive (" + s.Reason + ")")
+	default:
+		b.WriteString(", alive")
+	}
+	writeSharers(&b, s)
+	return b.String()
+}
+
+// Heading is the start of Describe's line for a lock that is not free:
+// who holds it, since when, and the heartbeat's age ("held by
+// channels/ep12 (pid 4242) since 2026-10-12 20:18:03, heartbeat 5s ago";
+// "stale: " before it for a stale lock).
+func (s *Status) Heading() string {
+	var b strings.Builder
 	if s.State == StateStale {
 		b.WriteString("stale: ")
 	}
@@ -101,15 +120,6 @@ func (s *Status) Describe() string {
 		}
 	}
 	fmt.Fprintf(&b, ", heartbeat %s ago", fmtAge(s.HeartbeatAge))
-	switch {
-	case s.State == StateStale:
-		b.WriteString("; " + s.Reason)
-	case s.Reason != "":
-		b.WriteString(", alive (" + s.Reason + ")")
-	default:
-		b.WriteString(", alive")
-	}
-	writeSharers(&b, s)
 	return b.String()
 }
 

@@ -168,11 +168,7 @@ func lockText(st *lock.Status) string {
 		return st.Describe()
 	}
 	var b strings.Builder
-	b.WriteString("held by " + st.Holder())
-	if t := st.Info.Acquired(); !t.IsZero() {
-		b.WriteString(" since " + t.Local().Format("2006-01-02 15:04:05"))
-	}
-	fmt.Fprintf(&b, ", heartbeat %s ago: ", st.HeartbeatAge.Round(time.Second))
+	b.WriteString(st.Heading() + ": ")
 	pid, g := st.Info.PID, st.JobGroup
 	switch {
 	case g > 0 && st.JobGroupDoubt != "":
