@@ -8,14 +8,12 @@ package cli
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 	"github.com/gpuexec/gpuexec/supervisor"
@@ -94,30 +92,8 @@ func TestSentinelArgumentByHand(t *testing.T) {
 func TestCtrlZInATerminalShowsTheJobStopped(t *testing.T) {
 	t.Parallel()
 	_, lock := lockIn(t)
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := gpuexecCmd([]string{"READY=" + ready}, "--lock", lock, "--log-level", "debug", "--",
-		"sh", "-c", `echo $$ > "$READY"; exec sleep 300`)
-	cmd.Dir = t.TempDir()
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		tty.Close()
-	})
-	out := &termOutput{}
-	go out.copy(tty)
-	job := testsupport.AwaitPIDs(t, long, ready)[0]
-	testsupport.KillOnCleanup(t, job)
-	foreground := func() int { pg, _ := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP); return pg }
-	testsupport.Await(t, long, "the job to have the terminal", func() bool { return foreground() == job })
+	r := startInTerminal(t, "--lock", lock, "--log-level", "debug", "--", "sh", "-c", `echo $$ > "$READY"; exec sleep 300`)
+	cmd, tty, out, job, exited, foreground := r.cmd, r.tty, r.out, r.job, r.exited, r.foreground
 	testsupport.Await(t, long, "the sentinel to listen", func() bool { return strings.Contains(out.String(), "watching what the terminal sends") })
 	testsupport.AwaitChildPGID(t, long, lock, job)
 

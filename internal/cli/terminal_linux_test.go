@@ -6,6 +6,8 @@ package cli
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -39,30 +41,9 @@ func TestCtrlCInATerminalEndsAStuckJob(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, lock := lockIn(t)
-			ready := filepath.Join(t.TempDir(), "ready")
-			cmd := gpuexecCmd([]string{"READY=" + ready}, "--lock", lock, "--kill-after", "1s", "--log-level", "debug", "--",
+			r := startInTerminal(t, "--lock", lock, "--kill-after", "1s", "--log-level", "debug", "--",
 				"sh", "-c", `ulimit -c 0; trap 'echo "sig""nal heard"' INT QUIT; echo $$ > "$READY"; while :; do sleep .2; done`)
-			cmd.Dir = t.TempDir()
-			tty, err := pty.Start(cmd)
-			if err != nil {
-				t.Skipf("no pseudo-terminal here: %v", err)
-			}
-			exited := make(chan struct{})
-			go func() {
-				cmd.Wait()
-				close(exited)
-			}()
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				<-exited
-				tty.Close()
-			})
-			out := &termOutput{}
-			go out.copy(tty)
-			job := testsupport.AwaitPIDs(t, long, ready)[0]
-			testsupport.KillOnCleanup(t, job)
-			foreground := func() int { pg, _ := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP); return pg }
-			testsupport.Await(t, long, "the job to have the terminal", func() bool { return foreground() == job })
+			cmd, tty, out, job, exited, foreground := r.cmd, r.tty, r.out, r.job, r.exited, r.foreground
 			// Not a condition of the test (gpuexec without it must
 			// fail below, not here): keys typed before gpuexec can
 			// hear them would prove nothing.
@@ -102,6 +83,53 @@ func TestCtrlCInATerminalEndsAStuckJob(t *testing.T) {
 			wantNoLock(t, lock)
 		})
 	}
+}
+
+// inTerminal is a gpuexec started in a pseudo-terminal's foreground (see
+// startInTerminal), its job holding the terminal.
+type inTerminal struct {
+	cmd    *exec.Cmd
+	tty    *os.File      // the terminal's master: what is typed, what is shown
+	out    *termOutput   // what the terminal showed
+	job    int           // the job's pid (its group's id)
+	exited chan struct{} // closed once gpuexec exited
+}
+
+// foreground is the terminal's foreground process group.
+func (r *inTerminal) foreground() int {
+	pg, _ := unix.IoctlGetInt(int(r.tty.Fd()), unix.TIOCGPGRP)
+	return pg
+}
+
+// startInTerminal starts gpuexec with args in a pseudo-terminal of its own,
+// as a shell starts a job in the foreground; its job writes its pid to
+// $READY. It returns once the job has the terminal; gpuexec and the job are
+// killed at the test's end. A machine without pseudo-terminals skips the
+// test.
+func startInTerminal(t *testing.T, args ...string) *inTerminal {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := gpuexecCmd([]string{"READY=" + ready}, args...)
+	cmd.Dir = t.TempDir()
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	r := &inTerminal{cmd: cmd, tty: tty, out: &termOutput{}, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-r.exited
+		tty.Close()
+	})
+	go r.out.copy(tty)
+	r.job = testsupport.AwaitPIDs(t, long, ready)[0]
+	testsupport.KillOnCleanup(t, r.job)
+	testsupport.Await(t, long, "the job to have the terminal", func() bool { return r.foreground() == r.job })
+	return r
 }
 
 // Without a terminal gpuexec starts no process but the job.
