@@ -43,9 +43,8 @@ const processesEvery = 5 * time.Second
 
 // Peak sampling while the job runs: the first reading peakFirst into the
 // job (a job that ends sooner, `gpuexec -- true`, runs no nvidia-smi at
-// all), then every peakEvery. One nvidia-smi run costs tens of
-// milliseconds of CPU (it initialises NVML each time), so this is about 1%
-// of a core beside a GPU job; frameworks keep what their allocator
+// all), then every peakEvery (its cost: docs/performance.md, "Figures the
+// code rests on"); frameworks keep what their allocator
 // reserved (PyTorch's caching allocator) so the peak is a plateau that
 // lasts well over 2 s. A spike shorter than peakEvery can be missed: the
 // figure is a lower bound.

@@ -56,10 +56,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gpuexec: "+err.Error())
 		return supervisor.ExitFailed
 	}
-	// gpuexec mostly waits; one P is all it needs. Measured on 2 cores:
-	// about 1 ms less wall time and 1.6 ms less CPU per run than one P per
-	// core (fewer threads woken and spinning), which matters most while
-	// other jobs' wrappers start and stop around a handoff.
+	// gpuexec mostly waits; one P is all it needs, and fewer threads are
+	// woken and spin while other jobs' wrappers start and stop around a
+	// handoff (docs/performance.md, "Figures the code rests on").
 	runtime.GOMAXPROCS(1)
 	// A closed stdout or stderr (gpuexec ... | head) must never end
 	// gpuexec before it has released the lock.

@@ -49,8 +49,10 @@ type SMI struct {
 const DefaultTimeout = 4 * time.Second
 
 // Locate finds nvidia-smi: path when given (the --nvidia-smi flag), else
-// on PATH, else where the driver installs it (see driverPaths). The error
-// wraps ErrNoTool.
+// on PATH, else where drivers install it (/usr/bin, /usr/local/bin and
+// WSL's /usr/lib/wsl/lib; on Windows System32, or NVSMI under Program
+// Files).
+// The error wraps ErrNoTool.
 func Locate(path string) (*SMI, error) {
 	if path != "" {
 		fi, err := os.Stat(path)
