@@ -2,12 +2,18 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -128,10 +134,14 @@ func TestStatusRendering(t *testing.T) {
 // updateRender rewrites the golden file from what status renders now.
 var updateRender = flag.Bool("update-render", false, "rewrite testdata/status_render.golden")
 
-func renderText(r *lock.Report, beside []*lock.Status) string { return describeReport(r, beside) }
+func renderText(r *lock.Report, beside []*lock.Status) string {
+	r.Beside = beside
+	return describeReport(r)
+}
 
 func renderObject(t *testing.T, r *lock.Report, beside []*lock.Status) string {
-	b, err := json.Marshal(jsonWithBeside(r, beside))
+	r.Beside = beside
+	b, err := json.Marshal(statusObject(r, nil, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,5 +149,119 @@ func renderObject(t *testing.T, r *lock.Report, beside []*lock.Status) string {
 }
 
 func setDoubt(s *lock.Status, record, group int) {
-	s.JobGroupDoubt = "its record is uid 1001's but names process group 4250, which runs as uid 0"
+	s.JobGroupDoubt = &lock.ForeignGroup{RecordUID: record, GroupUID: group}
+}
+
+// The text and JSON of a lock kept held by a job whose record was removed,
+// and of a sidecar this user may not read, byte for byte (the lines of
+// lock.Status.Describe and lock.Status.JSON when lock rendered them).
+func TestLockLineOfOrphanAndUnopened(t *testing.T) {
+	mod := time.Date(2026, 10, 12, 20, 18, 8, 0, time.UTC)
+	for _, c := range []struct {
+		st        *lock.Status
+		text, obj string
+	}{
+		{&lock.Status{State: lock.StateHeld, Path: "/srv/gpuexec/gpu.lock", Alive: true, ModTime: mod, HeartbeatAge: 5 * time.Second,
+			Reason: "the liveness file gpu.lock.live.0123456789abcdef is locked: a job whose record was removed still runs",
+			Orphan: "/srv/gpuexec/gpu.lock.live.0123456789abcdef", OrphanGroup: 4250},
+			"held by a job whose lock record was removed (process group 4250), alive (the liveness file gpu.lock.live.0123456789abcdef is locked: a job whose record was removed still runs)",
+			`{"alive":true,"childPgid":4250,"heartbeatAgeSeconds":null,"liveFile":"/srv/gpuexec/gpu.lock.live.0123456789abcdef","modTime":"2026-10-12T20:18:08.000Z","note":"the liveness file gpu.lock.live.0123456789abcdef is locked: a job whose record was removed still runs","path":"/srv/gpuexec/gpu.lock","staleReason":null,"state":"held"}`},
+		{&lock.Status{State: lock.StateHeld, Path: "/srv/gpuexec/gpu.lock", Alive: true, ModTime: mod, HeartbeatAge: 5 * time.Second,
+			Reason: "locked", Orphan: "/srv/gpuexec/gpu.lock.live.0123456789abcdef"},
+			"held by a job whose lock record was removed, alive (locked)",
+			`{"alive":true,"heartbeatAgeSeconds":null,"liveFile":"/srv/gpuexec/gpu.lock.live.0123456789abcdef","modTime":"2026-10-12T20:18:08.000Z","note":"locked","path":"/srv/gpuexec/gpu.lock","staleReason":null,"state":"held"}`},
+		{&lock.Status{State: lock.StateHeld, Path: "/srv/gpuexec/gpu.lock", Alive: true, ModTime: mod, HeartbeatAge: 5 * time.Second,
+			Info:    &lock.Info{PID: 4242, Owner: "channels", Slug: "ep12", Share: true},
+			Sharers: []lock.Sharer{{MiB: -1, Unopened: true}, {PID: 4300, Owner: "reels", Slug: "tts", MiB: 512}}},
+			"held by channels/ep12 (pid 4242), heartbeat 5s ago, alive\n  shared: unknown of budgets by 2 job(s)\n    a sharer whose sidecar this user may not read: budget unknown\n    reels/tts (pid 4300): budget 512 MiB",
+			`{"alive":true,"budgetUsedMiB":null,"heartbeatAgeSeconds":5,"modTime":"2026-10-12T20:18:08.000Z","path":"/srv/gpuexec/gpu.lock","sharers":[{"pid":0,"owner":"","slug":"","vramMiB":-1,"since":""},{"pid":4300,"owner":"reels","slug":"tts","vramMiB":512,"since":""}],"staleReason":null,"state":"held"}`},
+	} {
+		b, err := json.Marshal(lockObject(c.st))
+		if text := lockLine(c.st); text != c.text || err != nil || string(b) != c.obj {
+			t.Errorf("got\n%s\n%s\nwant\n%s\n%s", text, b, c.text, c.obj)
+		}
+	}
+}
+
+// A sharer whose processes are not attributed to it (Unattributed) is one
+// of the sharers: its budget in the sum, and why shown beside it.
+func TestShareUnattributedIsShownAmongTheSharers(t *testing.T) {
+	const why = "its file has 2 links"
+	st := &lock.Status{State: lock.StateHeld, Path: "gpu.lock", Alive: true, Info: &lock.Info{PID: 7, Owner: "a", Slug: "x", Share: true},
+		Sharers: []lock.Sharer{{PID: 7, Owner: "a", Slug: "x", MiB: 2048}, {PID: 8, Owner: "b", Slug: "y", MiB: 1024, Unattributed: why}}}
+	if d := lockLine(st); !strings.Contains(d, "shared: 3.0 GiB of budgets by 2 job(s)") ||
+		!strings.Contains(d, "b/y (pid 8): budget 1.0 GiB; its processes not attributed: "+why) ||
+		strings.Count(d, "not attributed") != 1 {
+		t.Errorf("Describe:\n%s", d)
+	}
+	m := lockObject(st)
+	if m["budgetUsedMiB"] != int64(3072) || m["notCounted"] != nil {
+		t.Errorf("JSON: budgetUsedMiB %v, notCounted %v", m["budgetUsedMiB"], m["notCounted"])
+	}
+	b, err := json.Marshal(m["sharers"])
+	if err != nil || strings.Count(string(b), `"unattributed":"`+why+`"`) != 1 {
+		t.Errorf("JSON sharers: %s %v", b, err)
+	}
+}
+
+// countingBackend is a backend whose Inspect returns report, counting the
+// calls; nothing else of it may be used.
+type countingBackend struct {
+	lock.Backend
+	report   *lock.Report
+	inspects int
+}
+
+func (b *countingBackend) Inspect(lock.Options) (*lock.Report, error) {
+	b.inspects++
+	return b.report, nil
+}
+
+// One status reads the lock once: its text, the device locks beside it,
+// the attribution of the cards' processes to its holder, --json and
+// --check all come from the one report Inspect returned (here made up:
+// the folder is empty, so anything read from it again would say free,
+// with nothing beside it and nobody's job on the card).
+func TestStatusReadsTheLockOnce(t *testing.T) {
+	dir := t.TempDir()
+	pid := os.Getpid()
+	holder := func(path, device string) *lock.Status {
+		return &lock.Status{State: lock.StateHeld, Path: path, Device: device, Alive: true, HeartbeatAge: time.Second,
+			Info: &lock.Info{PID: pid, Owner: "channels", Slug: "ep12", Token: "0123456789abcdef", Cover: device == ""}}
+	}
+	path := filepath.Join(dir, "gpu.lock")
+	report := &lock.Report{Path: path, Locks: []*lock.Status{holder(path, "")},
+		Beside: []*lock.Status{holder(filepath.Join(dir, "gpu0.lock"), "0")}}
+	c := newCard(t, frame(rtx3080(9000), gputest.App{GPU: gputest.UUID0, PID: pid, Name: "/usr/bin/python3", Used: "8800"}))
+	t.Setenv(gputest.Env, c.fixture)
+	for _, args := range [][]string{{}, {"--json"}, {"--check"}} {
+		set := flag.NewFlagSet("status", flag.ContinueOnError)
+		set.Bool("json", false, "")
+		set.Bool("check", false, "")
+		set.String("reserve", "", "")
+		set.String("nvidia-smi", helperBin, "")
+		if err := set.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		b := &countingBackend{report: report}
+		var out strings.Builder
+		err := showStatus(cli.NewContext(cli.NewApp(), set, nil), &out, lock.Options{Path: path}, b)
+		if b.inspects != 1 {
+			t.Errorf("status %v read the lock %d times, want once", args, b.inspects)
+		}
+		job := fmt.Sprintf("under gpuexec channels/ep12 (pid %d)", pid)
+		switch {
+		case len(args) == 0 && (err != nil || !strings.Contains(out.String(), "its GPUs are held beside it: gpu0.lock by channels/ep12") ||
+			!strings.Contains(out.String(), job)):
+			t.Errorf("status: %v\n%s", err, out.String())
+		case len(args) > 0 && args[0] == "--json" && (err != nil || !strings.Contains(out.String(), `"devicesBeside":[{`) ||
+			!strings.Contains(out.String(), `"job":{"owner":"channels","slug":"ep12","pid":`)):
+			t.Errorf("status --json: %v\n%s", err, out.String())
+		case len(args) > 0 && args[0] == "--check":
+			var ec cli.ExitCoder
+			if !errors.As(err, &ec) || ec.ExitCode() != checkHeld {
+				t.Errorf("status --check: %v, want %d: its GPUs are held beside it", err, checkHeld)
+			}
+		}
+	}
 }
