@@ -21,7 +21,7 @@ func clearOne(o Options, force bool) (*Status, error) {
 			var cleared []*Status
 			busy, cleared = clearLeftovers(o.Path, o.Stale)
 			for _, c := range cleared {
-				o.Logger.Warn("cleared a file that kept the free GPU lock held", "path", o.Path, "file", filepath.Base(c.orphan), "reason", c.Reason)
+				o.Logger.Warn("cleared a file that kept the free GPU lock held", "path", o.Path, "file", filepath.Base(c.Orphan), "reason", c.Reason)
 			}
 		} else {
 			busy = findOrphan(o.Path, o.Stale)

@@ -89,7 +89,7 @@ func coverBlocks(st *Status) bool {
 // host's held only by a gone holder's job (that job's device is held by its
 // own lock; the cover only keeps plain holders and the seed's tool out).
 func joinableCover(st *Status) bool {
-	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Cover &&
+	return st.State == StateHeld && st.Orphan == "" && st.Info != nil && st.Info.Cover &&
 		!st.Info.Share && (st.Reason == "" || sameHost(st.Info.Host))
 }
 

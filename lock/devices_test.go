@@ -165,8 +165,20 @@ func TestDevicesHeld(t *testing.T) {
 		r.Locks[0].State != StateHeld || r.Locks[1].State != StateHeld {
 		t.Fatalf("Inspect = %+v, %v", r, err)
 	}
-	if d := r.Describe(); !strings.Contains(d, "GPU 0: held by test/") || !strings.Contains(d, "GPU 1: held by test/") {
-		t.Errorf("Describe = %q", d)
+	for _, st := range r.Locks {
+		if !strings.HasPrefix(st.Holder(), "test/") {
+			t.Errorf("GPU %s held by %q, want by us", st.Device, st.Holder())
+		}
+	}
+	if r.Beside != nil {
+		t.Errorf("Inspect with devices has Beside %+v, want none", r.Beside)
+	}
+	// The plain lock beside them: its device locks in Beside.
+	plain, err := Inspect(Options{Path: o.Path})
+	if err != nil || len(plain.Locks) != 1 || plain.Locks[0].Device != "" || len(plain.Beside) != 2 ||
+		plain.Beside[0].Device != "0" || plain.Beside[1].Device != "1" ||
+		plain.Beside[0].State != StateHeld || plain.Beside[1].State != StateHeld {
+		t.Fatalf("Inspect of the plain lock = %+v, %v; want both devices held beside it", plain, err)
 	}
 	if _, err := Clear(o, true); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Clear with devices = %v, want ErrInvalid: it takes one lock", err)

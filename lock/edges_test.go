@@ -98,8 +98,8 @@ func TestLockedLivenessFileKeepsTheLockHeld(t *testing.T) {
 	if st.State != StateHeld || !strings.Contains(st.Holder(), "process group 4250") {
 		t.Fatalf("Inspect = %+v (%s), %v; want held by the job", st, st.Holder(), err)
 	}
-	if !strings.Contains(st.Describe(), "record was removed") || st.JSON()["childPgid"] != 4250 {
-		t.Errorf("Describe %q, JSON %v", st.Describe(), st.JSON())
+	if st.Info != nil || !strings.HasSuffix(st.Orphan, ".live-0123456789abcdef") || st.OrphanGroup != 4250 {
+		t.Errorf("Inspect = %+v: want the liveness file that keeps it held, and the group it notes", st)
 	}
 	for _, force := range []bool{false, true} {
 		if _, err := Clear(Options{Path: o.Path}, force); !errors.Is(err, ErrHeld) {

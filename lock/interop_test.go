@@ -37,8 +37,8 @@ func TestInteropNodeWritesGoReads(t *testing.T) {
 	if st.Info.Owner != "channels" || st.Info.Slug != "ep12" || st.Info.PID != n.pid() || st.Info.Token != token {
 		t.Fatalf("Inspect: got %+v, want channels/ep12 pid %d token %s", *st.Info, n.pid(), token)
 	}
-	if !strings.Contains(st.Describe(), fmt.Sprintf("channels/ep12 (pid %d)", n.pid())) {
-		t.Errorf("Describe = %q", st.Describe())
+	if !strings.Contains(st.Holder(), fmt.Sprintf("channels/ep12 (pid %d)", n.pid())) {
+		t.Errorf("Holder = %q", st.Holder())
 	}
 
 	h, err := lock.TryAcquire(goOpts(path, "try"))

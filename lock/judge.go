@@ -34,9 +34,9 @@ func (s *Status) Holder() string {
 	if s == nil {
 		return "an unknown holder"
 	}
-	if s.orphan != "" {
-		if s.orphanGroup > 0 {
-			return fmt.Sprintf("a job whose lock record was removed (process group %d)", s.orphanGroup)
+	if s.Orphan != "" {
+		if s.OrphanGroup > 0 {
+			return fmt.Sprintf("a job whose lock record was removed (process group %d)", s.OrphanGroup)
 		}
 		return "a job whose lock record was removed"
 	}
@@ -218,7 +218,7 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 func keepers(sharers []Sharer) []Sharer {
 	var kept []Sharer
 	for _, sh := range sharers {
-		if !sh.unopened {
+		if !sh.Unopened {
 			kept = append(kept, sh)
 		}
 	}

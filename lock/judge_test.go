@@ -143,8 +143,8 @@ func TestJudgeSharedRecord(t *testing.T) {
 		{"the same, no heartbeat for long", []Sharer{{PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, 3 * time.Hour, StateHeld, "the jobs of its sharers still run"},
 		// A file at a sidecar's name that cannot be opened says nothing
 		// of a sharer's life.
-		{"only a sidecar that cannot be opened", []Sharer{{MiB: -1, unopened: true}}, time.Minute, StateStale, "liveness lock is free"},
-		{"one that cannot be opened beside a gone sharer's job", []Sharer{{MiB: -1, unopened: true}, {PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, time.Minute, StateHeld, "still run: reels/tts (pid 101, gone; its job still runs)"},
+		{"only a sidecar that cannot be opened", []Sharer{{MiB: -1, Unopened: true}}, time.Minute, StateStale, "liveness lock is free"},
+		{"one that cannot be opened beside a gone sharer's job", []Sharer{{MiB: -1, Unopened: true}, {PID: 101, Owner: "reels", Slug: "tts", MiB: 2048, Gone: true}}, time.Minute, StateHeld, "still run: reels/tts (pid 101, gone; its job still runs)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			info := *shared

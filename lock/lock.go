@@ -195,7 +195,10 @@ func WithLock(ctx context.Context, o Options, fn func(ctx context.Context) error
 // queue, for status displays; it changes nothing. A lock whose record is
 // gone while its holder's job still runs (a forced clear) is held. A held
 // lock's holder and job, and each live waiter, are told as the OS sees
-// them (Status.HolderProcess, Status.JobProcess, Waiter.Process). A folder
+// them (Status.HolderProcess, Status.JobProcess, Waiter.Process). For a
+// lock asked for without devices, the device locks beside it are read and
+// judged too (Report.Beside), so that one Inspect tells all that keeps
+// its jobs from starting. A folder
 // that does not exist is an error wrapping ErrNoFolder, and a path below
 // something that is not a folder one wrapping syscall.ENOTDIR: neither is
 // a free lock.
@@ -207,7 +210,7 @@ func Inspect(o Options) (*Report, error) {
 	if err := folderExists(filepath.Dir(o.Path)); err != nil {
 		return nil, err
 	}
-	r := &Report{Path: o.Path, devices: t.names != nil}
+	r := &Report{Path: o.Path}
 	if r.Locks, err = inspectAll(o, t); err != nil {
 		return nil, explain(o.Path, err)
 	}
@@ -216,6 +219,9 @@ func Inspect(o Options) (*Report, error) {
 	}
 	if r.Queue, err = readQueue(o.Path, t.paths); err != nil {
 		return nil, err
+	}
+	if t.names == nil {
+		r.Beside = inspectDevicesBeside(o)
 	}
 	return r, nil
 }

@@ -51,7 +51,7 @@ func (p osProber) liveNote(token string) jobGroup {
 // leader's start time, which anyone reads. Root's records are taken as
 // they are.
 func observe(s *Status, p looker) {
-	if s.State != StateHeld || s.Info == nil || s.orphan != "" || s.Info.Share || s.Info.Cover || !sameHost(s.Info.Host) {
+	if s.State != StateHeld || s.Info == nil || s.Orphan != "" || s.Info.Share || s.Info.Cover || !sameHost(s.Info.Host) {
 		return
 	}
 	info := s.Info
@@ -65,7 +65,7 @@ func observe(s *Status, p looker) {
 		s.JobProcess = procState(p.groupRun(g))
 		if s.ownerTold && s.recordOwner > 0 && s.JobProcess != ProcGone {
 			if uid, ok := p.groupUID(g.id); ok && uid != s.recordOwner {
-				s.JobGroupDoubt = fmt.Sprintf("its record is uid %d's but names process group %d, which runs as uid %d", s.recordOwner, g.id, uid)
+				s.JobGroupDoubt = &ForeignGroup{RecordUID: s.recordOwner, GroupUID: uid}
 			}
 		}
 	}

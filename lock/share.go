@@ -151,7 +151,7 @@ func lockShared(f *os.File) error {
 // joinable reports whether a sharer may consider joining the lock seen as
 // st: held in shared mode by live sharers on this host, as the kernel says.
 func joinable(st *Status) bool {
-	return st.State == StateHeld && st.orphan == "" && st.Info != nil && st.Info.Share &&
+	return st.State == StateHeld && st.Orphan == "" && st.Info != nil && st.Info.Share &&
 		st.Reason == "" && len(st.Sharers) > 0
 }
 

@@ -2,11 +2,9 @@ package lock
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,26 +259,5 @@ func TestShareHostileSidecars(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); err != nil {
 		t.Fatal("the link's target was touched")
-	}
-}
-
-// A sharer whose processes are not attributed to it (Unattributed) is one
-// of the sharers: its budget in the sum, and why shown beside it.
-func TestShareUnattributedIsShownAmongTheSharers(t *testing.T) {
-	const why = "its file has 2 links"
-	st := &Status{State: StateHeld, Path: "gpu.lock", Alive: true, Info: &Info{PID: 7, Owner: "a", Slug: "x", Share: true},
-		Sharers: []Sharer{{PID: 7, Owner: "a", Slug: "x", MiB: 2048}, {PID: 8, Owner: "b", Slug: "y", MiB: 1024, Unattributed: why}}}
-	if d := st.Describe(); !strings.Contains(d, "shared: 3.0 GiB of budgets by 2 job(s)") ||
-		!strings.Contains(d, "b/y (pid 8): budget 1.0 GiB; its processes not attributed: "+why) ||
-		strings.Count(d, "not attributed") != 1 {
-		t.Errorf("Describe:\n%s", d)
-	}
-	m := st.JSON()
-	if m["budgetUsedMiB"] != int64(3072) || m["notCounted"] != nil {
-		t.Errorf("JSON: budgetUsedMiB %v, notCounted %v", m["budgetUsedMiB"], m["notCounted"])
-	}
-	b, err := json.Marshal(m["sharers"])
-	if err != nil || strings.Count(string(b), `"unattributed":"`+why+`"`) != 1 {
-		t.Errorf("JSON sharers: %s %v", b, err)
 	}
 }

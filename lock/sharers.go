@@ -3,7 +3,6 @@ package lock
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math"
@@ -59,9 +58,10 @@ type Sharer struct {
 	// lives), but no process's memory is moved from "in use by others"
 	// into its budget, nor named as its job's.
 	Unattributed string `json:"unattributed,omitempty"`
-	// unopened: a file at a sidecar's name that this user cannot open
-	// (see listSharers); it says nothing of whether a sharer lives.
-	unopened bool
+	// Unopened says this is a file at a sidecar's name that this user
+	// may not open: a sharer whose budget (MiB, -1) and everything else
+	// is unknown. It is not part of a sharer's JSON.
+	Unopened bool `json:"-"`
 	// mtime is its sidecar's: its gpuexec's last heartbeat (see
 	// heldFile.touch) or write.
 	mtime time.Time
@@ -157,7 +157,7 @@ func listSharers(lockPath string, stale time.Duration, prune bool) []Sharer {
 			// (see keepers): a live sharer holds the record's
 			// liveness lock, which says so.
 			if fi, err := os.Lstat(path); err == nil && !outlived(time.Since(fi.ModTime()), stale) {
-				sharers = append(sharers, Sharer{MiB: -1, unopened: true})
+				sharers = append(sharers, Sharer{MiB: -1, Unopened: true})
 			}
 		case prune:
 			removeDeadLiveFile(path)
@@ -223,14 +223,15 @@ func readSharer(path string, stale time.Duration) (s Sharer, live, unopened bool
 func sharersLeft(sharers []Sharer) string {
 	names := make([]string, len(sharers))
 	for i, sh := range sharers {
-		names[i] = sharerName(sh)
+		names[i] = sh.Name()
 	}
 	return "the jobs of its sharers still run: " + strings.Join(names, ", ")
 }
 
-// sharerName is "channels/tts (pid 4242)", with ", gone" inside the
-// parentheses for a sharer whose gpuexec is gone.
-func sharerName(sh Sharer) string {
+// Name names the sharer as Info.Holder names a holder: "channels/tts
+// (pid 4242)", with ", gone; its job still runs" inside the parentheses
+// for a sharer whose gpuexec is gone.
+func (sh Sharer) Name() string {
 	h := sh.holder()
 	who := h.Holder()
 	if sh.Gone {
@@ -240,14 +241,3 @@ func sharerName(sh Sharer) string {
 }
 
 func trimJSON(b []byte) []byte { return []byte(strings.Trim(string(b), jsonSpace)) }
-
-// fmtMiB is "10.0 GiB" from 1 GiB up, "512 MiB" below, "unknown" for -1.
-func fmtMiB(m int64) string {
-	switch {
-	case m < 0:
-		return "unknown"
-	case m >= 1024:
-		return fmt.Sprintf("%.1f GiB", float64(m)/1024)
-	}
-	return fmt.Sprintf("%d MiB", m)
-}

@@ -65,26 +65,28 @@ type Status struct {
 	// may run, ProcStopped when every one is stopped, ProcGone when none
 	// is left; "" when JobGroup is 0.
 	JobProcess ProcState `json:"jobProcess,omitempty"`
-	// JobGroupDoubt, when set, says why JobGroup is not vouched for as
-	// the holder's job: it runs as another user than the one who owns
-	// the record that names it ("its record is uid 1001's but names
-	// process group 8329, which runs as uid 0"). Anyone who may write in
-	// the folder can name anyone's group there, as can a job that took
-	// another uid (sudo): such a group is no process a caller should be
-	// told to end as the job's. "" otherwise (and off Unix, where a
-	// file's owner is not compared).
-	JobGroupDoubt string `json:"jobGroupDoubt,omitempty"`
+	// JobGroupDoubt, when not nil, says that JobGroup is not vouched
+	// for as the holder's job: it runs as another user than the one who
+	// owns the record that names it. Anyone who may write in the folder
+	// can name anyone's group there, as can a job that took another uid
+	// (sudo): such a group is no process a caller should be told to end
+	// as the job's. nil otherwise (and off Unix, where a file's owner is
+	// not compared).
+	JobGroupDoubt *ForeignGroup `json:"jobGroupDoubt,omitempty"`
+
+	// Orphan, when not "", is the path of the liveness file that keeps
+	// the lock held although its record is gone (a forced clear) while
+	// the holder's job still runs; Info is nil then, and Holder names
+	// the job. OrphanGroup is the job's process group that file notes,
+	// 0 when it notes none.
+	Orphan      string `json:"orphan,omitempty"`
+	OrphanGroup int    `json:"orphanGroup,omitempty"`
 
 	// recordOwner is the uid that owns the lock file as read, when
 	// ownerTold (not on Windows, nor for a Status not read from a file).
 	recordOwner int
 	ownerTold   bool
 
-	// orphan is the locked liveness file of a holder whose record is
-	// gone while its job still runs (see sweep); orphanGroup is the
-	// job's process group it noted.
-	orphan      string
-	orphanGroup int
 	// orphanRefused says why the note that keeps it held, in a file
 	// nobody holds, is not its file owner's word (see keptStatus): held
 	// only while that file is fresh, and clear --force removes it.
@@ -96,6 +98,14 @@ type Status struct {
 	// keptChecked is when a waiter last looked at every process of
 	// keptBy (see holderGone).
 	keptChecked time.Time
+}
+
+// ForeignGroup is why a job's process group is not vouched for: the record
+// that names it is RecordUID's (the lock file's owner), while the group
+// runs as GroupUID. A uid that was not told is -1.
+type ForeignGroup struct {
+	RecordUID int `json:"recordUid"`
+	GroupUID  int `json:"groupUid"`
 }
 
 // Waiter is one ticket in the queue, for status displays.
@@ -144,6 +154,11 @@ type Report struct {
 	Locks []*Status `json:"locks"`
 	// Queue lists the waiters in arrival order, live and dead.
 	Queue []Waiter `json:"queue"`
-	// devices says that Locks are devices', for Describe and JSON.
-	devices bool
+	// Beside are, for a lock file asked for without Options.Devices, the
+	// device locks that exist beside it (those of jobs run with
+	// devices, which keep its jobs from starting while they are held),
+	// each as judged and told as Locks are, in device order; a device
+	// lock that cannot be read is left out. nil with devices and for
+	// other backends.
+	Beside []*Status `json:"beside,omitempty"`
 }

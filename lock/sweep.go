@@ -72,7 +72,7 @@ func sweepAll(lockPath string, stale time.Duration, remove, force bool) (busy *S
 	base := filepath.Base(lockPath)
 	keep := func(st *Status) {
 		if force && st.orphanRefused != "" {
-			removeDeadLiveFile(st.orphan)
+			removeDeadLiveFile(st.Orphan)
 			cleared = append(cleared, st)
 			return
 		}
@@ -132,7 +132,7 @@ func sweepAll(lockPath string, stale time.Duration, remove, force bool) (busy *S
 // record is gone, as its locked liveness file (or sidecar) at live shows.
 func orphanStatus(lockPath, live string, group int) *Status {
 	st := &Status{
-		State: StateHeld, Path: lockPath, Alive: true, orphan: live, orphanGroup: group,
+		State: StateHeld, Path: lockPath, Alive: true, Orphan: live, OrphanGroup: group,
 		Reason: fmt.Sprintf("its record was removed (a forced clear?) while its job still runs: %s is locked; the lock is free when that job ends", filepath.Base(live)),
 	}
 	if fi, err := os.Lstat(live); err == nil {

@@ -322,8 +322,8 @@ func watchHolders(wk *waker, seen []*Status) (watched bool) {
 	for _, st := range seen {
 		switch {
 		case st == nil || st.State != StateHeld:
-		case st.orphan != "":
-			paths = append(paths, st.orphan)
+		case st.Orphan != "":
+			paths = append(paths, st.Orphan)
 		case st.Info == nil || !sameHost(st.Info.Host):
 			// Judged by its record and mtime alone: no probe
 			// tells more (turnsStale and the poll look again).
@@ -423,7 +423,7 @@ const staleMargin = 10 * time.Millisecond
 func turnsStale(o Options, seen []*Status) (time.Time, bool) {
 	var at time.Time
 	for _, st := range seen {
-		if st == nil || st.State != StateHeld || st.orphan != "" {
+		if st == nil || st.State != StateHeld || st.Orphan != "" {
 			continue
 		}
 		t := st.ModTime.Add(o.Stale)
@@ -485,10 +485,10 @@ func holderGone(st *Status) bool {
 	if st != nil && len(st.keptBy) > 0 {
 		return keptGone(st)
 	}
-	if st != nil && st.orphan != "" {
+	if st != nil && st.Orphan != "" {
 		// Gone, or free: the job whose record was removed ended (a try
 		// under the guard tells which).
-		held, _, _ := probeLiveFile(st.orphan)
+		held, _, _ := probeLiveFile(st.Orphan)
 		return !held
 	}
 	if st == nil || st.State != StateHeld || st.Info == nil || !sameHost(st.Info.Host) {

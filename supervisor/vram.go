@@ -381,7 +381,7 @@ func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found b
 	if len(on) == 0 {
 		return s
 	}
-	parts := describeProcesses(Attribute(on, g.lock), 3)
+	parts := describeProcesses(attributeByLock(on, g.lock), 3)
 	return s + "; " + strings.Join(parts, ", ")
 }
 
@@ -401,28 +401,38 @@ func describeProcesses(ps []gpu.Attributed, n int) []string {
 }
 
 // Attribute names the gpuexec job each process runs under, by the holders
-// of the lock o (or its devices) and by descent from any gpuexec.
-func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
+// of the locks held, as Inspect judged them (Report.Locks), and by descent
+// from any gpuexec. Only holders on this host count, and only a held
+// lock's: a stale record's pid may be anyone's by now.
+func Attribute(ps []gpu.Process, held []*lock.Status) []gpu.Attributed {
 	jobs, groups := map[int]gpu.Job{}, map[int]int{}
-	if !etcdurl.Is(o.Path) {
-		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
-			for _, st := range r.Locks {
-				addSharers(jobs, groups, st.Sharers)
-				// A stale record's holder is gone: its pid may be
-				// any process's by now. A shared record names one of
-				// its sharers, whose sidecars say whose processes
-				// are whose (see lock.Sharer.Unattributed).
-				if st.State != lock.StateHeld || st.Info == nil || st.Info.Share || !proc.SameHost(st.Info.Host) {
-					continue
-				}
-				jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}
-				if st.Info.ChildPGID > 0 {
-					groups[st.Info.ChildPGID] = st.Info.PID
-				}
-			}
+	for _, st := range held {
+		addSharers(jobs, groups, st.Sharers)
+		// A stale record's holder is gone: its pid may be any
+		// process's by now. A shared record names one of its sharers,
+		// whose sidecars say whose processes are whose (see
+		// lock.Sharer.Unattributed).
+		if st.State != lock.StateHeld || st.Info == nil || st.Info.Share || !proc.SameHost(st.Info.Host) {
+			continue
+		}
+		jobs[st.Info.PID] = gpu.Job{Owner: st.Info.Owner, Slug: st.Info.Slug, PID: st.Info.PID}
+		if st.Info.ChildPGID > 0 {
+			groups[st.Info.ChildPGID] = st.Info.PID
 		}
 	}
 	return gpu.Attribute(ps, jobs, groups, ancestry{})
+}
+
+// attributeByLock is Attribute by the holders of the lock file o (or its
+// devices) as read now; an etcd lock's holders are not looked for.
+func attributeByLock(ps []gpu.Process, o lock.Options) []gpu.Attributed {
+	var held []*lock.Status
+	if !etcdurl.Is(o.Path) {
+		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
+			held = r.Locks
+		}
+	}
+	return Attribute(ps, held)
 }
 
 // ancestry reads the process table for gpu.Attribute.

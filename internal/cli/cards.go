@@ -60,18 +60,13 @@ func sizeOf(c *cli.Context, name string) (gpu.MiB, error) {
 	return n, nil
 }
 
-// shareRooms adds to each shared lock's JSON object what is left to share
-// on its card ("budgetFreeMiB"), and returns the human lines, where the
-// card the lock stands for is known: a device's lock, or the one card of
-// a single lock.
-func shareRooms(r *lock.Report, m map[string]any, cards []gpu.Card, reserve gpu.MiB) []string {
+// shareRooms is what is left to share on the card of each lock of r held
+// in shared mode, by the lock's index in r.Locks, and the human lines,
+// where the card the lock stands for is known: a device's lock, or the
+// one card of a single lock.
+func shareRooms(r *lock.Report, cards []gpu.Card, reserve gpu.MiB) (map[int]int64, []string) {
 	var lines []string
-	var objs []map[string]any
-	if devs, ok := m["devices"].([]map[string]any); ok {
-		objs = devs
-	} else {
-		objs = []map[string]any{m}
-	}
+	rooms := map[int]int64{}
 	for i, st := range r.Locks {
 		if st.Info == nil || !st.Info.Share || st.State != lock.StateHeld {
 			continue
@@ -90,15 +85,13 @@ func shareRooms(r *lock.Report, m map[string]any, cards []gpu.Card, reserve gpu.
 			ps[k] = p.Process
 		}
 		room, known := supervisor.ShareRoom(card.Device, st.Sharers, ps, reserve)
-		if i < len(objs) && known {
-			objs[i]["budgetFreeMiB"] = int64(room)
-		}
 		if known {
+			rooms[i] = int64(room)
 			used, _ := lock.Budget(st.Sharers)
 			lines = append(lines, fmt.Sprintf("GPU %d shared: %s of budgets, %s left to share", card.Index, gpu.MiB(used), max(room, 0)))
 		}
 	}
-	return lines
+	return rooms, lines
 }
 
 func vramFlag() cli.Flag {
@@ -229,10 +222,11 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 	return s, nil
 }
 
-// statusCards reads the cards for status: nil, nil without nvidia-smi;
-// the cards without processes and an error when only the processes could
-// not be read.
-func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Card, error) {
+// statusCards reads the cards for status, their processes attributed by
+// the locks status read, held (see supervisor.Attribute): nil, nil
+// without nvidia-smi; the cards without processes and an error when only
+// the processes could not be read.
+func statusCards(ctx context.Context, c *cli.Context, held []*lock.Status) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
 		return nil, err
@@ -253,7 +247,7 @@ func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Car
 		}
 		return cards, fmt.Errorf("processes unknown: %w", err)
 	}
-	return gpu.Cards(devs, supervisor.Attribute(ps, o)), nil
+	return gpu.Cards(devs, supervisor.Attribute(ps, held)), nil
 }
 
 // printCards adds the cards to status's human output.

@@ -610,13 +610,27 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return showStatus(c, stdout, o, b)
+}
+
+// showStatus prints status of the lock o of backend b from one reading
+// of it (b.Inspect): the text, the cards and the attribution of their
+// processes, and --json's object and --check's status are all made from
+// that report.
+func showStatus(c *cli.Context, stdout io.Writer, o lock.Options, b lock.Backend) error {
 	r, err := b.Inspect(o)
 	if err != nil {
 		return unreadable(o.Path, err)
 	}
 	// A signal that ends gpuexec while nvidia-smi runs stops it first.
 	ctx, ended := signals.Ending(context.Background())
-	cards, gerr := statusCards(ctx, c, o)
+	// An etcd lock's holders are not looked for among this host's
+	// processes.
+	held := r.Locks
+	if etcdurl.Is(o.Path) {
+		held = nil
+	}
+	cards, gerr := statusCards(ctx, c, held)
 	if sig := ended(); sig != nil {
 		return readingInterrupted(sig)
 	}
@@ -628,28 +642,20 @@ func statusCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	beside := devicesBeside(o)
-	m := jsonWithBeside(r, beside)
-	rooms := shareRooms(r, m, cards, reserve)
+	rooms, lines := shareRooms(r, cards, reserve)
 	if c.Bool("json") {
-		if gerr != nil {
-			m["gpusError"] = gerr.Error()
-		}
-		if cards != nil {
-			m["gpus"] = cards
-		}
-		if err := printJSON(stdout, m); err != nil {
+		if err := printJSON(stdout, statusObject(r, rooms, cards, gerr)); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintln(stdout, describeReport(r, beside))
+		fmt.Fprintln(stdout, describeReport(r))
 		printCards(stdout, cards, gerr)
-		for _, l := range rooms {
+		for _, l := range lines {
 			fmt.Fprintln(stdout, l)
 		}
 	}
 	if c.Bool("check") {
-		if code := checkStatus(r, beside); code != 0 {
+		if code := checkStatus(r); code != 0 {
 			return cli.Exit("", code)
 		}
 	}
@@ -690,7 +696,7 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	case errors.Is(err, lock.ErrHeld) && c.Bool("force"):
 		// Only a job whose record was removed while it runs is left
 		// after a forced clear: no file of a live job is removed.
-		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", st.Describe()), 1)
+		return cli.Exit(fmt.Sprintf("not cleared: %s; the lock is free once that job ends", lockLine(st)), 1)
 	case errors.Is(err, lock.ErrHeld):
 		return cli.Exit(notCleared(st), 1)
 	case errors.Is(err, lock.ErrNoFolder), errors.Is(err, syscall.ENOTDIR):
@@ -703,7 +709,7 @@ func clearCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	case st.State == lock.StateHeld:
 		fmt.Fprintln(stdout, "cleared (forced): "+lockText(st)+"\n"+afterForcedClear(st))
 	default:
-		fmt.Fprintln(stdout, "cleared: "+st.Describe())
+		fmt.Fprintln(stdout, "cleared: "+lockLine(st))
 	}
 	return nil
 }

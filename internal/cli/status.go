@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
+	"github.com/gpuexec/gpuexec/internal/gpu"
 	gproc "github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -23,12 +23,12 @@ const (
 
 // checkStatus is status --check's exit status for r: for one lock, free 0,
 // held by a live holder 1, stale 2 (a free lock whose GPUs are held beside
-// it, beside, is held: its job cannot start); for devices, 0 when any is
+// it, r.Beside, is held: its job cannot start); for devices, 0 when any is
 // free (a job can start now), else 2 when any is stale (the next job clears
 // it and starts), else 1.
-func checkStatus(r *lock.Report, beside []*lock.Status) int {
+func checkStatus(r *lock.Report) int {
 	if len(r.Locks) == 1 && r.Locks[0].Device == "" {
-		for _, st := range beside {
+		for _, st := range r.Beside {
 			if st.State == lock.StateHeld {
 				return checkHeld
 			}
@@ -52,33 +52,6 @@ func checkStatus(r *lock.Report, beside []*lock.Status) int {
 	return checkHeld
 }
 
-// devicesBeside are the device locks that exist beside o.Path (those of
-// jobs run with --gpus), as judged, for a status without --gpus: none for
-// an etcd lock or with devices. The folder is hostile input: its names
-// are only matched (lock.ExistingDevices), the files judged by
-// lock.Inspect, and a device whose lock cannot be read is left out.
-func devicesBeside(o lock.Options) []*lock.Status {
-	if len(o.Devices) > 0 || etcdurl.Is(o.Path) {
-		return nil
-	}
-	names, err := lock.ExistingDevices(o.Path)
-	if err != nil || len(names) == 0 {
-		return nil
-	}
-	o.Devices = names
-	if r, err := lock.Inspect(o); err == nil {
-		return r.Locks
-	}
-	var out []*lock.Status
-	for _, n := range names {
-		o.Devices = []string{n}
-		if r, err := lock.Inspect(o); err == nil {
-			out = append(out, r.Locks...)
-		}
-	}
-	return out
-}
-
 // besideNote ends a free lock's (or a cover's) status line when device
 // locks beside it are held, which keep its job from starting: " (its GPUs
 // are held beside it: gpu0.lock by channels/ep12 (pid 4242); add --gpus
@@ -100,9 +73,9 @@ func besideNote(beside []*lock.Status) string {
 
 // describeReport is status's text for r: each lock's line (see lockText;
 // "GPU 0: " before each device's), the note on device locks beside a free
-// lock, the live waiters (see waiterLine; under a "queue:" line with
-// devices), and last what was read (see readLine).
-func describeReport(r *lock.Report, beside []*lock.Status) string {
+// lock (r.Beside), the live waiters (see waiterLine; under a "queue:" line
+// with devices), and last what was read (see readLine).
+func describeReport(r *lock.Report) string {
 	var b strings.Builder
 	devices := len(r.Locks) != 1 || r.Locks[0].Device != ""
 	for i, st := range r.Locks {
@@ -115,7 +88,7 @@ func describeReport(r *lock.Report, beside []*lock.Status) string {
 		text := lockText(st)
 		if !devices && (st.State == lock.StateFree || st.Info != nil && st.Info.Cover) {
 			first, rest, more := strings.Cut(text, "\n")
-			text = first + besideNote(beside)
+			text = first + besideNote(r.Beside)
 			if more {
 				text += "\n" + rest
 			}
@@ -154,26 +127,26 @@ func readLine(r *lock.Report) string {
 	return "locks: " + strings.Join(names, ", ") + " in " + filepath.Dir(r.Path)
 }
 
-// lockText is a lock's text in status and clear: the lock package's line
-// (see lock.Status.Describe), but for a holder on this host whose gpuexec
-// is gone while something of its job keeps the lock held, which it names
-// instead of calling the holder alive (a group not vouched for as its job,
-// lock.Status.JobGroupDoubt, is named with no command that ends it), and
-// followed by a line for a stopped holder or job (see stoppedLine).
+// lockText is a lock's text in status and clear: its line (see lockLine),
+// but for a holder on this host whose gpuexec is gone while something of
+// its job keeps the lock held, which it names instead of calling the
+// holder alive (a group not vouched for as its job, see doubtText, is
+// named with no command that ends it), and followed by a line for a
+// stopped holder or job (see stoppedLine).
 func lockText(st *lock.Status) string {
 	if st.State != lock.StateHeld || st.HolderProcess != lock.ProcGone {
 		if l := stoppedLine(st); l != "" {
-			return st.Describe() + "\n  " + l
+			return lockLine(st) + "\n  " + l
 		}
-		return st.Describe()
+		return lockLine(st)
 	}
 	var b strings.Builder
-	b.WriteString(st.Heading() + ": ")
+	b.WriteString(heading(st) + ": ")
 	pid, g := st.Info.PID, st.JobGroup
 	switch {
-	case g > 0 && st.JobGroupDoubt != "":
+	case g > 0 && st.JobGroupDoubt != nil:
 		// Not told as the job, nor how to end it: it may be anyone's.
-		fmt.Fprintf(&b, "gpuexec %d is gone; %s: not told as its job (someone else's processes, or a job that took that uid: sudo); the lock stays held while that group runs", pid, st.JobGroupDoubt)
+		fmt.Fprintf(&b, "gpuexec %d is gone; %s: not told as its job (someone else's processes, or a job that took that uid: sudo); the lock stays held while that group runs", pid, doubtText(st))
 	case g > 0 && st.JobProcess == lock.ProcRunning:
 		fmt.Fprintf(&b, "gpuexec %d is gone; its job (process group %d) still runs and holds the lock until it ends (to end it: kill -- -%d)", pid, g, g)
 	case g > 0 && st.JobProcess == lock.ProcStopped:
@@ -194,7 +167,7 @@ func stoppedLine(st *lock.Status) string {
 		return ""
 	}
 	pid, g := st.Info.PID, st.JobGroup
-	if st.JobGroupDoubt != "" {
+	if st.JobGroupDoubt != nil {
 		g = 0 // not told as its job (see lockText)
 	}
 	holder, job := st.HolderProcess == lock.ProcStopped, g > 0 && st.JobProcess == lock.ProcStopped
@@ -237,22 +210,6 @@ func waiterLine(w lock.Waiter) string {
 	return b.String()
 }
 
-// jsonWithBeside is r's JSON object with "devicesBeside", each device
-// lock beside it as status --gpus lists them, when there are any.
-func jsonWithBeside(r *lock.Report, beside []*lock.Status) map[string]any {
-	m := r.JSON()
-	if len(beside) == 0 {
-		return m
-	}
-	list := make([]map[string]any, len(beside))
-	for i, st := range beside {
-		list[i] = st.JSON()
-		list[i]["gpu"] = st.Device
-	}
-	m["devicesBeside"] = list
-	return m
-}
-
 // unreadable is status's one line for a lock it could not read (status
 // 125): a folder that does not exist or is not a folder is named as such,
 // never taken for a free lock.
@@ -278,7 +235,7 @@ func notCleared(st *lock.Status) string {
 	if st.HolderProcess == lock.ProcGone {
 		return "not cleared: " + lockText(st) + "; --force would remove its record, not end that job"
 	}
-	msg := "not cleared: " + st.Describe()
+	msg := "not cleared: " + lockLine(st)
 	if l := stoppedLine(st); l != "" {
 		msg += "; " + l
 	}
@@ -293,4 +250,94 @@ func afterForcedClear(st *lock.Status) string {
 		return "its gpuexec is gone, so nothing stops its job: the lock stays held until that job ends, so that two jobs never share the GPU"
 	}
 	return "a gpuexec holder now stops its job; the lock stays held until that job is gone, so that two jobs never share the GPU"
+}
+
+// lockLine is the one human line for a lock: "free", or the holder, since
+// when, the heartbeat's age, and alive or stale and why; for a lock held
+// in shared mode, its sharers' lines after it (see writeSharers).
+func lockLine(st *lock.Status) string {
+	if st.State == lock.StateFree {
+		return "free"
+	}
+	if st.Orphan != "" {
+		return "held by " + st.Holder() + ", alive (" + st.Reason + ")"
+	}
+	var b strings.Builder
+	b.WriteString(heading(st))
+	switch {
+	case st.State == lock.StateStale:
+		b.WriteString("; " + st.Reason)
+	case st.Reason != "":
+		b.WriteString(", alive (" + st.Reason + ")")
+	default:
+		b.WriteString(", alive")
+	}
+	writeSharers(&b, st)
+	return b.String()
+}
+
+// heading is the start of lockLine's line for a lock that is not free:
+// who holds it, since when, and the heartbeat's age ("held by
+// channels/ep12 (pid 4242) since 2026-10-12 20:18:03, heartbeat 5s ago";
+// "stale: " before it for a stale lock).
+func heading(st *lock.Status) string {
+	var b strings.Builder
+	if st.State == lock.StateStale {
+		b.WriteString("stale: ")
+	}
+	if st.Info != nil && st.Info.Cover {
+		b.WriteString("held for the GPU locks beside it, named by " + st.Holder())
+	} else {
+		b.WriteString("held by " + st.Holder())
+	}
+	if st.Info != nil {
+		if t := st.Info.Acquired(); !t.IsZero() {
+			b.WriteString(" since " + t.Local().Format("2006-01-02 15:04:05"))
+		}
+	}
+	fmt.Fprintf(&b, ", heartbeat %s ago", st.HeartbeatAge.Round(time.Second))
+	return b.String()
+}
+
+// writeSharers adds, for a lock held in shared mode, the budgets line and
+// a line per sharer: "  shared: 20.0 GiB of budgets by 2 jobs" then
+// "    channels/ep12 (pid 4242): budget 10.0 GiB, using 11.2 GiB: OVER BUDGET",
+// and for a sharer whose processes are not attributed to it
+// (lock.Sharer.Unattributed) "; its processes not attributed: " and why.
+func writeSharers(b *strings.Builder, st *lock.Status) {
+	if st.Info == nil || !st.Info.Share || st.State != lock.StateHeld {
+		return
+	}
+	used, known := lock.Budget(st.Sharers)
+	if !known {
+		used = -1
+	}
+	fmt.Fprintf(b, "\n  shared: %s of budgets by %d job(s)", gpu.MiB(used), len(st.Sharers))
+	for _, sh := range st.Sharers {
+		if sh.Unopened {
+			b.WriteString("\n    a sharer whose sidecar this user may not read: budget unknown")
+			continue
+		}
+		fmt.Fprintf(b, "\n    %s: budget %s", sh.Name(), gpu.MiB(sh.MiB))
+		if sh.UsedMiB > 0 {
+			fmt.Fprintf(b, ", using %s", gpu.MiB(sh.UsedMiB))
+		}
+		if sh.Over {
+			b.WriteString(": OVER BUDGET")
+		}
+		if sh.Unattributed != "" {
+			b.WriteString("; its processes not attributed: " + sh.Unattributed)
+		}
+	}
+}
+
+// doubtText says why a held lock's job group is not vouched for as its
+// job (lock.Status.JobGroupDoubt): "its record is uid 1001's but names
+// process group 8329, which runs as uid 0"; "" when it is.
+func doubtText(st *lock.Status) string {
+	d := st.JobGroupDoubt
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf("its record is uid %d's but names process group %d, which runs as uid %d", d.RecordUID, st.JobGroup, d.GroupUID)
 }

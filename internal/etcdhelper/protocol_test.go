@@ -46,7 +46,7 @@ func fixtureStatus() *lock.Status {
 			ChildPGID: 4260, ChildStart: 1791000000999, Gone: true, MiB: 8192, Since: "2026-10-12T12:19:00.000Z",
 			UsedMiB: 9000, Over: true, Lock: "fedcba9876543210", Unattributed: "not its owner's"}},
 		HolderProcess: lock.ProcRunning, JobGroup: 4250, JobProcess: lock.ProcStopped,
-		JobGroupDoubt: "its record is uid 1001's but names process group 4250, which runs as uid 0",
+		JobGroupDoubt: &lock.ForeignGroup{RecordUID: 1001, GroupUID: 0},
 	}
 }
 

@@ -1,6 +1,7 @@
 package etcdhelper
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gpuexec/gpuexec/lock"
@@ -45,6 +46,11 @@ type wireSharer struct {
 	Over         bool   `json:"over,omitempty"`
 	Lock         string `json:"lock,omitempty"`
 	Unattributed string `json:"unattributed,omitempty"`
+	// Unopened was added after protocol 3 was set down, as were
+	// wireStatus's Orphan and OrphanGroup and wireReport's Beside: an
+	// etcd lock has none, so they are never on the wire, and a peer
+	// that does not know them loses nothing.
+	Unopened bool `json:"unopened,omitempty"`
 }
 
 // wireStatus is a lock.Status on the wire.
@@ -64,6 +70,8 @@ type wireStatus struct {
 	JobGroup      int            `json:"jobGroup,omitempty"`
 	JobProcess    string         `json:"jobProcess,omitempty"`
 	JobGroupDoubt string         `json:"jobGroupDoubt,omitempty"`
+	Orphan        string         `json:"orphan,omitempty"`
+	OrphanGroup   int            `json:"orphanGroup,omitempty"`
 }
 
 // wireWaiter is a lock.Waiter on the wire.
@@ -82,9 +90,10 @@ type wireWaiter struct {
 
 // wireReport is a lock.Report on the wire.
 type wireReport struct {
-	Path  string        `json:"path"`
-	Locks []*wireStatus `json:"locks"`
-	Queue []wireWaiter  `json:"queue"`
+	Path   string        `json:"path"`
+	Locks  []*wireStatus `json:"locks"`
+	Queue  []wireWaiter  `json:"queue"`
+	Beside []*wireStatus `json:"beside,omitempty"`
 }
 
 func toWireInfo(i *lock.Info) *wireInfo {
@@ -108,13 +117,13 @@ func (w *wireInfo) lock() *lock.Info {
 func toWireSharer(s lock.Sharer) wireSharer {
 	return wireSharer{PID: s.PID, Owner: s.Owner, Slug: s.Slug, Host: s.Host, PIDStart: s.PIDStart,
 		ChildPGID: s.ChildPGID, ChildStart: s.ChildStart, Gone: s.Gone, MiB: s.MiB, Since: s.Since,
-		UsedMiB: s.UsedMiB, Over: s.Over, Lock: s.Lock, Unattributed: s.Unattributed}
+		UsedMiB: s.UsedMiB, Over: s.Over, Lock: s.Lock, Unattributed: s.Unattributed, Unopened: s.Unopened}
 }
 
 func (w wireSharer) lock() lock.Sharer {
 	return lock.Sharer{PID: w.PID, Owner: w.Owner, Slug: w.Slug, Host: w.Host, PIDStart: w.PIDStart,
 		ChildPGID: w.ChildPGID, ChildStart: w.ChildStart, Gone: w.Gone, MiB: w.MiB, Since: w.Since,
-		UsedMiB: w.UsedMiB, Over: w.Over, Lock: w.Lock, Unattributed: w.Unattributed}
+		UsedMiB: w.UsedMiB, Over: w.Over, Lock: w.Lock, Unattributed: w.Unattributed, Unopened: w.Unopened}
 }
 
 func toWireStatus(s *lock.Status) *wireStatus {
@@ -125,7 +134,7 @@ func toWireStatus(s *lock.Status) *wireStatus {
 		Fields: s.Fields, Content: s.Content, ModTime: s.ModTime, HeartbeatAge: s.HeartbeatAge,
 		Alive: s.Alive, Reason: s.Reason, Sharers: mapSlice(s.Sharers, toWireSharer),
 		HolderProcess: string(s.HolderProcess), JobGroup: s.JobGroup, JobProcess: string(s.JobProcess),
-		JobGroupDoubt: s.JobGroupDoubt}
+		JobGroupDoubt: toWireDoubt(s.JobGroupDoubt, s.JobGroup), Orphan: s.Orphan, OrphanGroup: s.OrphanGroup}
 }
 
 func (w *wireStatus) lock() *lock.Status {
@@ -136,7 +145,33 @@ func (w *wireStatus) lock() *lock.Status {
 		Fields: w.Fields, Content: w.Content, ModTime: w.ModTime, HeartbeatAge: w.HeartbeatAge,
 		Alive: w.Alive, Reason: w.Reason, Sharers: mapSlice(w.Sharers, wireSharer.lock),
 		HolderProcess: lock.ProcState(w.HolderProcess), JobGroup: w.JobGroup,
-		JobProcess: lock.ProcState(w.JobProcess), JobGroupDoubt: w.JobGroupDoubt}
+		JobProcess: lock.ProcState(w.JobProcess), JobGroupDoubt: lockDoubt(w.JobGroupDoubt),
+		Orphan: w.Orphan, OrphanGroup: w.OrphanGroup}
+}
+
+// wireDoubt is how protocol 3 carries a lock.ForeignGroup: the sentence
+// lock.Status.JobGroupDoubt was then, which names the record's uid, the
+// job's group and the group's uid.
+const wireDoubt = "its record is uid %d's but names process group %d, which runs as uid %d"
+
+func toWireDoubt(d *lock.ForeignGroup, group int) string {
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf(wireDoubt, d.RecordUID, group, d.GroupUID)
+}
+
+// lockDoubt reads a doubt off the wire; one in another form is still a
+// doubt, its uids untold (-1).
+func lockDoubt(s string) *lock.ForeignGroup {
+	if s == "" {
+		return nil
+	}
+	var record, group, uid int
+	if n, err := fmt.Sscanf(s, wireDoubt, &record, &group, &uid); n != 3 || err != nil {
+		return &lock.ForeignGroup{RecordUID: -1, GroupUID: -1}
+	}
+	return &lock.ForeignGroup{RecordUID: record, GroupUID: uid}
 }
 
 func toWireStatuses(s []*lock.Status) []*wireStatus { return mapSlice(s, toWireStatus) }
@@ -157,14 +192,16 @@ func toWireReport(r *lock.Report) *wireReport {
 	if r == nil {
 		return nil
 	}
-	return &wireReport{Path: r.Path, Locks: toWireStatuses(r.Locks), Queue: mapSlice(r.Queue, toWireWaiter)}
+	return &wireReport{Path: r.Path, Locks: toWireStatuses(r.Locks), Queue: mapSlice(r.Queue, toWireWaiter),
+		Beside: toWireStatuses(r.Beside)}
 }
 
 func (w *wireReport) lock() *lock.Report {
 	if w == nil {
 		return nil
 	}
-	return &lock.Report{Path: w.Path, Locks: lockStatuses(w.Locks), Queue: mapSlice(w.Queue, wireWaiter.lock)}
+	return &lock.Report{Path: w.Path, Locks: lockStatuses(w.Locks), Queue: mapSlice(w.Queue, wireWaiter.lock),
+		Beside: lockStatuses(w.Beside)}
 }
 
 // mapSlice is f of each of in; nil for nil (which JSON tells from empty).

@@ -76,3 +76,24 @@ func TestWireCarriesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// A job group's doubt crosses the wire as protocol 3's sentence and comes
+// back typed; one in another form is still a doubt, its uids untold.
+func TestWireDoubt(t *testing.T) {
+	st := &lock.Status{State: lock.StateHeld, JobGroup: 4250, JobGroupDoubt: &lock.ForeignGroup{RecordUID: 1001, GroupUID: 0}}
+	w := toWireStatus(st)
+	if want := "its record is uid 1001's but names process group 4250, which runs as uid 0"; w.JobGroupDoubt != want {
+		t.Errorf("on the wire: %q, want %q", w.JobGroupDoubt, want)
+	}
+	if got := w.lock().JobGroupDoubt; got == nil || *got != *st.JobGroupDoubt {
+		t.Errorf("back: %+v", got)
+	}
+	w.JobGroupDoubt = "some other words"
+	if got := w.lock().JobGroupDoubt; got == nil || got.RecordUID != -1 || got.GroupUID != -1 {
+		t.Errorf("a doubt in another form: %+v, want one with uids -1", got)
+	}
+	w.JobGroupDoubt = ""
+	if got := w.lock().JobGroupDoubt; got != nil {
+		t.Errorf("no doubt: %+v", got)
+	}
+}

@@ -32,7 +32,7 @@ func TestLocksWhoseNamesExtendAnotherAreApart(t *testing.T) {
 					}
 				}
 				if st := statusOf(t, second); st.State != lock.StateFree {
-					t.Fatalf("status of %s while only %s is held: %s, want free", c.second, c.first, st.Describe())
+					t.Fatalf("status of %s while only %s is held: %s, want free", c.second, c.first, st.Holder())
 				}
 				if st, err := (Backend{}).Clear(second, true); err != nil || st.State != lock.StateFree {
 					t.Fatalf("clear --force of %s while only %s is held: %+v, %v; want free, nothing cleared", c.second, c.first, st, err)

@@ -22,7 +22,7 @@ func TestStatusAndClear(t *testing.T) {
 	srv := sharedEtcd(t)
 	url := srv.URL(key(t), "ttl=6s")
 	o := lock.Options{Path: url}
-	if st := reportOf(t, o); st.Locks[0].State != lock.StateFree || st.Describe() != "free" {
+	if st := reportOf(t, o); st.Locks[0].State != lock.StateFree || len(st.Locks) != 1 || len(st.Queue) != 0 || st.Beside != nil {
 		t.Fatalf("fresh lock: %+v", st)
 	}
 	var hlogs testlog.Buffer
@@ -54,15 +54,12 @@ func TestStatusAndClear(t *testing.T) {
 		t.Errorf("heartbeat age %s", st.HeartbeatAge)
 	}
 	r := reportOf(t, o)
-	m := r.JSON()
-	if m["state"] != "held" || m["owner"] != "channels" || m["path"] != url || m["staleReason"] != nil {
-		t.Errorf("JSON: %v", m)
+	if len(r.Locks) != 1 || r.Locks[0].Path != url || r.Locks[0].Reason != "" || r.Locks[0].Fields["owner"] != "channels" ||
+		!strings.HasPrefix(r.Locks[0].Holder(), "channels/ep12 (pid ") {
+		t.Errorf("report: %+v", r.Locks)
 	}
-	if q, _ := m["queue"].([]lock.Waiter); len(q) != 1 || q[0].Slug != "tts" {
-		t.Errorf("JSON queue: %v", m["queue"])
-	}
-	if d := r.Describe(); !strings.HasPrefix(d, "held by channels/ep12 (pid ") || !strings.Contains(d, "\n  1. reels/tts (pid ") {
-		t.Errorf("Describe: %q", d)
+	if q := r.Queue; len(q) != 1 || q[0].Position != 1 || q[0].Owner != "reels" || q[0].Slug != "tts" || !q[0].Alive {
+		t.Errorf("queue: %+v", q)
 	}
 
 	var clogs testlog.Buffer
