@@ -297,6 +297,22 @@ type Backend interface {
 	Clear(o Options, force bool) (*Status, error)
 }
 
+// Leased is a Backend whose locks are kept in a store that several
+// machines share (an etcd cluster), each held by a lease that its holder
+// renews, instead of in this machine's files. Such a lock is one lock for
+// every machine that names it: it stands for no GPU of this machine in
+// particular. Files is not Leased; package etcdlock's Backend is.
+type Leased interface {
+	Backend
+	// LeaseTTL is the time to live of the lease that holds the lock o
+	// names, or false when o names none of this backend's locks (Check
+	// says why). A holder cut off from the store reports the lock lost
+	// (Locker.Lost) two thirds of the TTL after its last renewal the store
+	// confirmed; the store may give the lock to the next waiter one TTL
+	// after it.
+	LeaseTTL(o Options) (time.Duration, bool)
+}
+
 // Files is the lock-file backend: this package's functions.
 var Files Backend = files{}
 
