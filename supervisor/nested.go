@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -34,7 +33,7 @@ func nested(cfg Config) (holding, string, bool) {
 		}
 		return ""
 	}
-	if get(EnvLockHeld) != "1" || !sameLock(get(EnvLockPath), cfg.Lock.Path) {
+	if get(EnvLockHeld) != "1" || !sameLock(get(EnvLockPath), cfg.Lock.Path, machineLocal(cfg.Backend)) {
 		return nil, "", false
 	}
 	tokens := strings.Split(get(EnvLockToken), ",")
@@ -78,14 +77,15 @@ func nested(cfg Config) (holding, string, bool) {
 }
 
 // sameLock reports whether two lock paths name the same lock: the same
-// string, or the same name in the same folder however the folder was
-// reached (the parent's path is resolved, one given by hand may go
-// through a link). URLs are compared as they are.
-func sameLock(a, b string) bool {
+// string, or, for lock files, the same name in the same folder however the
+// folder was reached (the parent's path is resolved, one given by hand may
+// go through a link). Other backends' paths (URLs) are compared as they
+// are.
+func sameLock(a, b string, files bool) bool {
 	if a == b {
 		return true
 	}
-	if a == "" || etcdurl.Is(a) || etcdurl.Is(b) || filepath.Base(a) != filepath.Base(b) {
+	if a == "" || !files || filepath.Base(a) != filepath.Base(b) {
 		return false
 	}
 	da, err1 := os.Stat(filepath.Dir(a))

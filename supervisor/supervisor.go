@@ -24,8 +24,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/cmdline"
-	"github.com/gpuexec/gpuexec/internal/etcdhelper"
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
@@ -70,8 +68,10 @@ type Config struct {
 	// arrival order among waiters) and its child gets
 	// CUDA_VISIBLE_DEVICES and GPUEXEC_GPU naming them.
 	Lock lock.Options
-	// Backend takes the lock; nil means the one Lock.Path names: lock
-	// files, or the gpuexec-etcd helper for an etcd:// URL.
+	// Backend takes the lock; nil means lock.Files. With a lock.Leased
+	// backend (an etcd lock) the job cannot check or share this machine's
+	// GPUs (VRAM, Share), and KillAfter is bounded by the lease (see
+	// Validate).
 	Backend lock.Backend
 	// Wait is the longest time to queue for the lock; 0 tries once,
 	// Forever waits as long as it takes.
@@ -168,15 +168,34 @@ type Config struct {
 
 func (cfg Config) backend() lock.Backend {
 	if cfg.Backend == nil {
-		return etcdhelper.For(cfg.Lock.Path)
+		return lock.Files
 	}
 	return cfg.Backend
+}
+
+// leased is the lease's ttl of a lock.Leased backend's lock, false for
+// another backend's (lock files) or a lock its backend cannot read (its
+// Check says why).
+func (cfg Config) leased() (time.Duration, bool) {
+	if b, ok := cfg.backend().(lock.Leased); ok {
+		return b.LeaseTTL(cfg.Lock)
+	}
+	return 0, false
+}
+
+// machineLocal reports whether the locks of backend b (nil: lock.Files)
+// are this machine's, which stand for its GPUs: those of every backend but
+// a lock.Leased one, whose locks several machines share.
+func machineLocal(b lock.Backend) bool {
+	_, leased := b.(lock.Leased)
+	return !leased
 }
 
 // Validate reports what is wrong with cfg, touching nothing: the lock's
 // options as its backend checks them, and the job's durations (an
 // *lock.OptionError naming wait, timeout or kill-after), KillAfter with
-// an etcd lock among them (see leaseGrace). Run checks the same; a
+// a lock.Leased backend's lock among them: under a third of its lease's
+// ttl, unless ContinueOnLost. Run checks the same; a
 // program calls it to refuse bad input before it starts.
 func (cfg Config) Validate() error {
 	for _, d := range []struct {
@@ -207,15 +226,15 @@ func (cfg Config) Validate() error {
 // guarantees"). With ContinueOnLost the job is not stopped when the lock
 // is lost, and the rule does not apply.
 func (cfg Config) leaseGrace() error {
-	if cfg.ContinueOnLost || !etcdurl.Is(cfg.Lock.Path) {
+	if cfg.ContinueOnLost {
 		return nil
 	}
-	u, err := etcdurl.Parse(cfg.Lock.Path)
-	if err != nil {
-		return nil // the backend's Check says why
+	lease, ok := cfg.leased()
+	if !ok {
+		return nil // lock files, or the backend's Check says why
 	}
-	limit := u.TTL / 3
-	ttl := fmt.Sprintf("ttl=%ds", u.TTL/time.Second) // whole seconds
+	limit := lease / 3
+	ttl := fmt.Sprintf("ttl=%ds", lease/time.Second) // whole seconds
 	switch {
 	case cfg.KillAfter == Forever:
 		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
@@ -230,19 +249,16 @@ func (cfg Config) leaseGrace() error {
 }
 
 // KillAfterFor is the grace a job gets when its user names none, with
-// its lock at lockPath: DefaultKillAfter, or with an etcd lock whose ttl
-// is under four times that, a quarter of the ttl, so that the default
-// keeps the rule Validate checks (under a third of the ttl) with room to
-// spare.
-func KillAfterFor(lockPath string) time.Duration {
-	if !etcdurl.Is(lockPath) {
+// the lock o of backend b (nil: lock.Files): DefaultKillAfter, or with a
+// lock.Leased backend's lock whose lease's ttl is under four times that, a
+// quarter of the ttl, so that the default keeps the rule Validate checks
+// (under a third of the ttl) with room to spare.
+func KillAfterFor(b lock.Backend, o lock.Options) time.Duration {
+	lease, ok := Config{Backend: b, Lock: o}.leased()
+	if !ok || lease/4 >= DefaultKillAfter {
 		return DefaultKillAfter
 	}
-	u, err := etcdurl.Parse(lockPath)
-	if err != nil || u.TTL/4 >= DefaultKillAfter {
-		return DefaultKillAfter
-	}
-	return u.TTL / 4
+	return lease / 4
 }
 
 // Run runs the job and returns gpuexec's exit status. Failures are logged.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/lock/etcdlock"
 )
 
 func testConfig(t *testing.T, argv ...string) (Config, *bytes.Buffer) {
@@ -184,7 +185,7 @@ func TestValidateKillAfterWithEtcd(t *testing.T) {
 		{filepath.Join(t.TempDir(), "gpu.lock"), Forever, false, ""},
 		{filepath.Join(t.TempDir(), "gpu.lock"), time.Hour, false, ""},
 	} {
-		cfg := Config{Lock: lock.Options{Path: tt.path}, Argv: []string{"true"}, KillAfter: tt.killAfter, ContinueOnLost: tt.continues}
+		cfg := Config{Lock: lock.Options{Path: tt.path}, Backend: backendOf(tt.path), Argv: []string{"true"}, KillAfter: tt.killAfter, ContinueOnLost: tt.continues}
 		err := cfg.Validate()
 		var oe *lock.OptionError
 		switch {
@@ -211,13 +212,22 @@ func TestKillAfterFor(t *testing.T) {
 		{url + "?ttl=2s", 500 * time.Millisecond},
 		{"etcd://", DefaultKillAfter},
 	} {
-		got := KillAfterFor(tt.path)
+		got := KillAfterFor(backendOf(tt.path), lock.Options{Path: tt.path})
 		if got != tt.want {
 			t.Errorf("KillAfterFor(%q) = %s, want %s", tt.path, got, tt.want)
 		}
-		cfg := Config{Lock: lock.Options{Path: tt.path}, KillAfter: got}
+		cfg := Config{Lock: lock.Options{Path: tt.path}, Backend: backendOf(tt.path), KillAfter: got}
 		if err := cfg.leaseGrace(); err != nil {
 			t.Errorf("KillAfterFor(%q) = %s breaks the rule: %v", tt.path, got, err)
 		}
 	}
+}
+
+// backendOf is the backend gpuexec takes for path: package etcdlock's
+// (lock.Leased) for an etcd:// URL, else nil (lock files).
+func backendOf(path string) lock.Backend {
+	if strings.HasPrefix(path, "etcd://") {
+		return etcdlock.Backend{}
+	}
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
@@ -71,9 +70,9 @@ func (cfg Config) checkGPU() error {
 		return nil
 	case cfg.GPU == nil:
 		return &lock.OptionError{Option: "vram", Problem: "needs nvidia-smi, and none was found"}
-	case etcdurl.Is(cfg.Lock.Path) && cfg.Share:
+	case !machineLocal(cfg.Backend) && cfg.Share:
 		return &lock.OptionError{Option: "share", Problem: "shares this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
-	case etcdurl.Is(cfg.Lock.Path):
+	case !machineLocal(cfg.Backend):
 		return &lock.OptionError{Option: "vram", Problem: "is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
 	}
 	return nil
@@ -239,8 +238,10 @@ type gate struct {
 	need gpu.MiB
 	// visible are the devices a single lock stands for (nil: all).
 	visible []string
-	// lock is inspected to say which gpuexec job a process runs under.
-	lock lock.Options
+	// lock, of backend, is inspected to say which gpuexec job a process
+	// runs under.
+	lock    lock.Options
+	backend lock.Backend
 	// reserve is Config.Reserve, for sharers.
 	reserve gpu.MiB
 
@@ -253,7 +254,7 @@ type gate struct {
 }
 
 func newGate(cfg Config) *gate {
-	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, reserve: cfg.Reserve}
+	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, backend: cfg.Backend, reserve: cfg.Reserve}
 }
 
 // admit is Options.Admit.
@@ -382,7 +383,7 @@ func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found b
 	if len(on) == 0 {
 		return s
 	}
-	parts := describeProcesses(Attribute(on, g.lock), 3)
+	parts := describeProcesses(Attribute(on, g.backend, g.lock), 3)
 	return s + "; " + strings.Join(parts, ", ")
 }
 
@@ -402,10 +403,11 @@ func describeProcesses(ps []gpu.Attributed, n int) []string {
 }
 
 // Attribute names the gpuexec job each process runs under, by the holders
-// of the lock o (or its devices) and by descent from any gpuexec.
-func Attribute(ps []gpu.Process, o lock.Options) []gpu.Attributed {
+// of the lock o (or its devices) when its backend b (nil: lock.Files) is
+// not lock.Leased, and by descent from any gpuexec.
+func Attribute(ps []gpu.Process, b lock.Backend, o lock.Options) []gpu.Attributed {
 	jobs, groups := map[int]gpu.Job{}, map[int]int{}
-	if !etcdurl.Is(o.Path) {
+	if machineLocal(b) {
 		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
 			for _, st := range r.Locks {
 				addSharers(jobs, groups, st.Sharers)

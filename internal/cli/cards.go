@@ -231,8 +231,9 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 
 // statusCards reads the cards for status: nil, nil without nvidia-smi;
 // the cards without processes and an error when only the processes could
-// not be read.
-func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Card, error) {
+// not be read. The processes are attributed to the jobs of the lock o of
+// backend b.
+func statusCards(ctx context.Context, c *cli.Context, b lock.Backend, o lock.Options) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
 		return nil, err
@@ -253,7 +254,7 @@ func statusCards(ctx context.Context, c *cli.Context, o lock.Options) ([]gpu.Car
 		}
 		return cards, fmt.Errorf("processes unknown: %w", err)
 	}
-	return gpu.Cards(devs, supervisor.Attribute(ps, o)), nil
+	return gpu.Cards(devs, supervisor.Attribute(ps, b, o)), nil
 }
 
 // printCards adds the cards to status's human output.

@@ -43,15 +43,6 @@ type Backend struct{}
 
 var _ lock.Leased = Backend{}
 
-// For is the backend of the lock at path: Backend for an etcd:// URL,
-// lock.Files for anything else.
-func For(path string) lock.Backend {
-	if etcdurl.Is(path) {
-		return Backend{}
-	}
-	return lock.Files
-}
-
 // Check reports what is wrong with o for an etcd lock, touching nothing
 // (and starting no helper).
 func (Backend) Check(o lock.Options) error {
