@@ -349,11 +349,10 @@ func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, for
 
 // CheckPath reports what is wrong with path as a lock file's path, as
 // every function of this package checks Options.Path, touching nothing:
-// an *OptionError for "path" when it is empty, an etcd:// URL (the etcd
-// backend's), or shaped like another URL or HOST:PORT (http://h:2379/k,
-// etcd:/h/k, h:2379/k: a mistyped etcd URL; a local name with a colon is
-// written ./h:2379/...). A caller that makes a path absolute checks it
-// first: /cwd/http:/h:2379/k no longer looks like a URL.
+// an *OptionError for "path" when it is empty. Any other path is a file's,
+// relative to the working folder unless absolute, whatever it looks like
+// (a URL is another backend's to take). A caller that makes a path
+// absolute checks it first: filepath.Abs makes "" the working folder.
 func CheckPath(path string) error { return checkPath(path) }
 
 // ParseDevices turns a device list as users write it — indexes "0,1,3"

@@ -299,9 +299,10 @@ func intervals(c *cli.Context, names ...string) error {
 // lockBackend is what --lock means, the one place that decides it: an
 // etcd:// URL is a lock in etcd, kept as it is and held by the etcd
 // helper (its backend checks the URL); anything else is a lock file's
-// path, made absolute, with lock.Files, once the lock library has checked
-// it as written (lock.CheckPath: empty, or shaped like a URL other than
-// etcd://, which made absolute would look like a path).
+// path, made absolute, with lock.Files, once it is checked as written: not
+// empty (lock.CheckPath), nor shaped like another URL or HOST:PORT (a
+// mistyped etcd URL: made absolute it would look like a path, a lock of
+// this machine alone where one shared by several was meant).
 func lockBackend(c *cli.Context) (string, lock.Backend, error) {
 	p := c.String("lock")
 	if etcdurl.Is(p) {
@@ -309,6 +310,10 @@ func lockBackend(c *cli.Context) (string, lock.Backend, error) {
 	}
 	if err := lock.CheckPath(p); err != nil {
 		return "", nil, optionFailed(err)
+	}
+	if etcdurl.LooksLikeURL(p) {
+		return "", nil, failed("--lock %q is shaped like a URL or HOST:PORT, not a lock file's path: "+
+			"an etcd lock is %sHOST:PORT/KEY; for a file or folder here whose name has a colon, put ./ before it", p, etcdurl.Scheme)
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
