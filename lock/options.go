@@ -103,11 +103,14 @@ func (o Options) withDurations() (Options, error) {
 		}
 		return nil
 	}
+	// The heartbeat's default follows from Stale's, taken first; the
+	// first problem is said in the order gpuexec lists its flags.
+	staleErr := def(&o.Stale, DefaultStale, "stale")
 	if err := errors.Join(
 		def(&o.Poll, DefaultPoll, "poll"),
 		def(&o.Report, DefaultReport, "report"),
-		def(&o.Stale, DefaultStale, "stale"),
 		def(&o.Heartbeat, min(DefaultHeartbeat, o.Stale/3), "heartbeat"),
+		staleErr,
 	); err != nil {
 		var first *OptionError
 		errors.As(err, &first)

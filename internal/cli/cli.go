@@ -284,12 +284,15 @@ func failed(format string, a ...any) error {
 	return cli.Exit(fmt.Sprintf(format, a...), supervisor.ExitFailed)
 }
 
-// intervals checks durations that set how often gpuexec does something
-// (polls, reports, heartbeats) or how long a lock lives without one: each
-// is at least lock.MinInterval, so that none keeps a core busy.
-func intervals(c *cli.Context, names ...string) error {
+// noZeroIntervals refuses a 0 given for a duration that sets how often
+// gpuexec does something (polls, reports, heartbeats) or how long a lock
+// lives without one: on the command line 0 is no interval, which would
+// keep a core busy, where the lock library reads 0 as its default. Other
+// values under lock.MinInterval the library refuses (lock.Options'
+// Validate), named as the flags.
+func noZeroIntervals(c *cli.Context, names ...string) error {
 	for _, n := range names {
-		if d := durationOf(c, n); d < lock.MinInterval {
+		if d := durationOf(c, n); d == 0 {
 			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
 		}
 	}
@@ -403,11 +406,11 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (cfg supervis
 	if len(argv) == 0 {
 		return cfg, "", failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 	}
-	// On the command line 0 is no interval (the library takes 0 for its
-	// default; a flag's default is written out).
-	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
+	// A flag's default is written out: a 0 is the user's.
+	if err := noZeroIntervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
 		return cfg, "", err
 	}
+	// On the command line 0 devices is none (the library takes 0 for 1).
 	if n := c.Int("need"); n < 1 {
 		return cfg, "", failed("--need must be at least 1, got %d", n)
 	}
@@ -585,7 +588,7 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 	if err := noArgs(c); err != nil {
 		return lock.Options{}, nil, err
 	}
-	if err := intervals(c, "stale"); err != nil {
+	if err := noZeroIntervals(c, "stale"); err != nil {
 		return lock.Options{}, nil, err
 	}
 	// With devices a --gpus UUID is mapped with nvidia-smi, which a
