@@ -16,8 +16,8 @@ import (
 // durations and names (lock.Options' Validate), and devices, which an etcd
 // lock does not have. Each problem is a *lock.OptionError.
 func Check(o lock.Options) (*etcdurl.URL, error) {
-	if o.Path == "" {
-		return nil, &lock.OptionError{Option: "path", Problem: "must not be empty"}
+	if err := lock.CheckPath(o.Path); err != nil {
+		return nil, err
 	}
 	u, err := etcdurl.Parse(o.Path)
 	if err != nil {
