@@ -33,7 +33,7 @@ func nested(cfg Config) (holding, string, bool) {
 		}
 		return ""
 	}
-	if get(EnvLockHeld) != "1" || !sameLock(get(EnvLockPath), cfg.Lock.Path, machineLocal(cfg.Backend)) {
+	if get(EnvLockHeld) != "1" || !sameLockPath(get(EnvLockPath), cfg.Lock.Path, machineLocal(cfg.Backend)) {
 		return nil, "", false
 	}
 	tokens := strings.Split(get(EnvLockToken), ",")
@@ -76,12 +76,12 @@ func nested(cfg Config) (holding, string, bool) {
 	return inheritedLock{}, strings.Join(slices.Compact(who), ", "), true
 }
 
-// sameLock reports whether two lock paths name the same lock: the same
+// sameLockPath reports whether two lock paths name the same lock: the same
 // string, or, for lock files, the same name in the same folder however the
 // folder was reached (the parent's path is resolved, one given by hand may
 // go through a link). Other backends' paths (URLs) are compared as they
 // are.
-func sameLock(a, b string, files bool) bool {
+func sameLockPath(a, b string, files bool) bool {
 	if a == b {
 		return true
 	}

@@ -274,7 +274,7 @@ func Run(ctx context.Context, cfg Config) int {
 		log.Error("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 		return ExitFailed
 	}
-	path, code, err := resolve(cfg.Argv[0])
+	path, code, err := findCommand(cfg.Argv[0])
 	if err != nil {
 		msg := err.Error()
 		if code == ExitNotFound && cfg.NotFoundHint != nil {
@@ -325,8 +325,8 @@ func Run(ctx context.Context, cfg Config) int {
 	return code
 }
 
-// resolve finds the command as exec would, mapping failures to 126/127.
-func resolve(name string) (string, int, error) {
+// findCommand finds the command as exec would, mapping failures to 126/127.
+func findCommand(name string) (string, int, error) {
 	path, err := exec.LookPath(name)
 	switch {
 	case err == nil:

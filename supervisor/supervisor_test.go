@@ -37,7 +37,7 @@ func testConfig(t *testing.T, argv ...string) (Config, *bytes.Buffer) {
 	}, &logs
 }
 
-func TestResolve(t *testing.T) {
+func TestFindCommand(t *testing.T) {
 	dir := t.TempDir()
 	noexec := filepath.Join(dir, "noexec")
 	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
@@ -52,12 +52,12 @@ func TestResolve(t *testing.T) {
 		{dir, ExitCannotExec},
 	}
 	for _, tt := range tests {
-		_, code, err := resolve(tt.name)
+		_, code, err := findCommand(tt.name)
 		if code != tt.want {
-			t.Errorf("resolve(%q) = %d (%v), want %d", tt.name, code, err, tt.want)
+			t.Errorf("findCommand(%q) = %d (%v), want %d", tt.name, code, err, tt.want)
 		}
 		if (err != nil) != (tt.want != 0) {
-			t.Errorf("resolve(%q) error = %v", tt.name, err)
+			t.Errorf("findCommand(%q) error = %v", tt.name, err)
 		}
 	}
 }
