@@ -20,7 +20,7 @@ import (
 // process. Anyone can read a token in the lock's record and set the
 // variables: only descent from the holder proves that this process runs
 // inside its job. It returns the holder, for the log.
-func nested(cfg Config) (holding, string, bool) {
+func nested(cfg Config) (jobLock, string, bool) {
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()

@@ -345,7 +345,7 @@ func findCommand(name string) (string, int, error) {
 }
 
 // acquire queues for the lock, returning it, or nil and the exit status.
-func acquire(ctx context.Context, cfg Config) (holding, int) {
+func acquire(ctx context.Context, cfg Config) (jobLock, int) {
 	log := cfg.Logger
 	var wctx context.Context
 	var cancel context.CancelFunc
@@ -355,7 +355,7 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		wctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	try := func() (holding, error) { return take(wctx, cfg) }
+	try := func() (jobLock, error) { return take(wctx, cfg) }
 	if cfg.Wait == 0 {
 		// No wait, but Admit (--vram) samples the card first, which
 		// takes a while: a signal meanwhile ends it as it ends a wait.
@@ -363,10 +363,10 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		if admit := cfg.Lock.Admit; admit != nil {
 			c.Lock.Admit = func(_ context.Context, names []string) ([]bool, string) { return admit(wctx, names) }
 		}
-		try = func() (holding, error) { return tryTake(c) }
+		try = func() (jobLock, error) { return tryTake(c) }
 	}
 	type result struct {
-		held holding
+		held jobLock
 		err  error
 	}
 	got := make(chan result, 1)
@@ -446,7 +446,7 @@ func waitingSignal(sig os.Signal, log hclog.Logger) bool {
 	return false
 }
 
-func releaseLogged(h holding, log hclog.Logger) {
+func releaseLogged(h jobLock, log hclog.Logger) {
 	if err := h.Release(); err != nil {
 		log.Error("could not release the GPU lock", "error", err)
 	}
@@ -454,7 +454,7 @@ func releaseLogged(h holding, log hclog.Logger) {
 
 // childEnv is the child's environment: cfg.Env (or gpuexec's) with the
 // lock's variables set (replacing any inherited ones).
-func childEnv(cfg Config, held holding) []string {
+func childEnv(cfg Config, held jobLock) []string {
 	base := cfg.Env
 	if base == nil {
 		base = os.Environ()
@@ -543,7 +543,7 @@ func (s *starter) close() { close(s.end) }
 
 // supervise starts the child and watches it until it and its group are
 // gone, returning the exit status.
-func supervise(ctx context.Context, cfg Config, path string, held holding, st *starter) int {
+func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *starter) int {
 	log := cfg.Logger
 	cmd := exec.Command(path, cfg.Argv[1:]...)
 	cmd.Args[0] = cfg.Argv[0]
@@ -641,7 +641,7 @@ type recording struct {
 
 // recordChild writes the job's group id into the record once the job has
 // run for after (recordChildAfter), unless stopped first.
-func recordChild(held holding, id int, after time.Duration, log hclog.Logger) *recording {
+func recordChild(held jobLock, id int, after time.Duration, log hclog.Logger) *recording {
 	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)

@@ -82,7 +82,7 @@ func TestChildEnvReplacesLockVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	got := strings.Join(childEnv(cfg, fileLock{h}), "\n")
+	got := strings.Join(childEnv(cfg, heldFiles{h}), "\n")
 	want := strings.Join([]string{"A=1", "GPUEXEC_LOCK=/users/own", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}, "\n")
 	if got != want {
 		t.Fatalf("child env:\n%s\nwant:\n%s", got, want)
@@ -120,9 +120,9 @@ func TestLockReleasedAfterRun(t *testing.T) {
 	}
 }
 
-// recordCounter is a holding that counts RecordChild calls.
+// recordCounter is a jobLock that counts RecordChild calls.
 type recordCounter struct {
-	holding
+	jobLock
 	calls chan int
 }
 
