@@ -209,7 +209,7 @@ func (cfg Config) Validate() error {
 	if sig := cfg.TimeoutSignal; sig != nil && signals.Of(sig) != signals.End {
 		return &lock.OptionError{Option: "signal", Problem: signals.Name(sig) + " does not end a job"}
 	}
-	if err := cfg.checkGPU(); err != nil {
+	if err := cfg.validateVRAM(); err != nil {
 		return err
 	}
 	if err := cfg.backend().Check(cfg.Lock); err != nil {

@@ -53,8 +53,9 @@ const (
 	peakEvery = 2 * time.Second
 )
 
-// checkGPU is Validate's part for Config.GPU and Config.VRAM.
-func (cfg Config) checkGPU() error {
+// validateVRAM is Validate's part for Config.GPU, VRAM, Share, Reserve and
+// VRAMEnforce.
+func (cfg Config) validateVRAM() error {
 	switch {
 	case cfg.VRAM < 0:
 		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.VRAM)}
