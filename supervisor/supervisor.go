@@ -311,7 +311,7 @@ func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *s
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
-	rec := recordChild(held, grp.id(), recordChildAfter, log)
+	rec := recordChildLater(held, grp.id(), recordChildAfter, log)
 	bc := newBudgetCheck(cfg, held)
 	pk := watchPeak(cfg.GPU, grp.id(), bc)
 
@@ -358,9 +358,9 @@ type recording struct {
 	done   chan struct{}
 }
 
-// recordChild writes the job's group id into the record once the job has
+// recordChildLater writes the job's group id into the record once the job has
 // run for after (recordChildAfter), unless stopped first.
-func recordChild(held jobLock, id int, after time.Duration, log hclog.Logger) *recording {
+func recordChildLater(held jobLock, id int, after time.Duration, log hclog.Logger) *recording {
 	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)

@@ -135,7 +135,7 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	t.Run("a job that ends sooner is not recorded", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 1)}
 		// An hour: stopped long before, however slow the machine.
-		recordChild(h, 42, time.Hour, hclog.NewNullLogger()).stop()
+		recordChildLater(h, 42, time.Hour, hclog.NewNullLogger()).stop()
 		select {
 		case id := <-h.calls:
 			t.Fatalf("RecordChild(%d) called for a job stopped before recordChildAfter", id)
@@ -144,7 +144,7 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	})
 	t.Run("a job that runs on is recorded once", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 2)}
-		r := recordChild(h, 42, recordChildAfter, hclog.NewNullLogger())
+		r := recordChildLater(h, 42, recordChildAfter, hclog.NewNullLogger())
 		select {
 		case id := <-h.calls:
 			if id != 42 {
