@@ -147,8 +147,8 @@ func machineLocal(b lock.Backend) bool {
 // options as its backend checks them, and the job's durations (an
 // *lock.OptionError naming wait, timeout or kill-after), KillAfter with
 // a lock.Leased backend's lock among them: under a third of its lease's
-// ttl, unless ContinueOnLost. Run checks the same; a
-// program calls it to refuse bad input before it starts.
+// ttl, unless ContinueOnLost. Run checks the same; a program calls it to
+// refuse bad input before it starts.
 func (cfg Config) Validate() error {
 	for _, d := range []struct {
 		name string
@@ -170,8 +170,8 @@ func (cfg Config) Validate() error {
 	return cfg.leaseGrace()
 }
 
-// leaseGrace checks KillAfter against an etcd lock's lease: a holder cut
-// off from etcd declares the lock lost and stops the job two thirds of the
+// leaseGrace checks KillAfter against the lease of a lock.Leased backend's
+// lock (an etcd lock): a holder cut off from etcd declares the lock lost and stops the job two thirds of the
 // ttl after its last renewal, and etcd may give the lock to the next
 // waiter one ttl after it; so the job's SIGKILL must come before, with
 // KillAfter under a third of the ttl (docs/etcd.md, "What the lock
