@@ -303,6 +303,22 @@ type Backend interface {
 	Clear(o Options, force bool) (*Status, error)
 }
 
+// Leased is a Backend whose locks are kept in a store that several
+// machines share (an etcd cluster), each held by a lease that its holder
+// renews, instead of in this machine's files. Such a lock is one lock for
+// every machine that names it: it stands for no GPU of this machine in
+// particular. Files is not Leased; package etcdlock's Backend is.
+type Leased interface {
+	Backend
+	// LeaseTTL is the time to live of the lease that holds the lock o
+	// names, or false when o names none of this backend's locks (Check
+	// says why). A holder cut off from the store reports the lock lost
+	// (Locker.Lost) two thirds of the TTL after its last renewal the store
+	// confirmed; the store may give the lock to the next waiter one TTL
+	// after it.
+	LeaseTTL(o Options) (time.Duration, bool)
+}
+
 // Files is the lock-file backend: this package's functions.
 var Files Backend = files{}
 
@@ -339,11 +355,10 @@ func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, for
 
 // CheckPath reports what is wrong with path as a lock file's path, as
 // every function of this package checks Options.Path, touching nothing:
-// an *OptionError for "path" when it is empty, an etcd:// URL (the etcd
-// backend's), or shaped like another URL or HOST:PORT (http://h:2379/k,
-// etcd:/h/k, h:2379/k: a mistyped etcd URL; a local name with a colon is
-// written ./h:2379/...). A caller that makes a path absolute checks it
-// first: /cwd/http:/h:2379/k no longer looks like a URL.
+// an *OptionError for "path" when it is empty. Any other path is a file's,
+// relative to the working folder unless absolute, whatever it looks like
+// (a URL is another backend's to take). A caller that makes a path
+// absolute checks it first: filepath.Abs makes "" the working folder.
 func CheckPath(path string) error { return checkPath(path) }
 
 // ParseDevices turns a device list as users write it — indexes "0,1,3"

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/safepath"
 )
 
@@ -85,20 +84,10 @@ func (o Options) withSafePath() (Options, error) {
 	return o, nil
 }
 
-// checkPath refuses a path that names no lock file: empty, an etcd:// URL,
-// or shaped like another URL or HOST:PORT (see etcdurl.LooksLikeURL),
-// which would be a file of this machine where a lock shared by several was
-// meant.
+// checkPath refuses a path that names no lock file: empty.
 func checkPath(path string) error {
 	if path == "" {
 		return &OptionError{Option: "path", Problem: "must not be empty"}
-	}
-	if etcdurl.Is(path) {
-		return &OptionError{Option: "path", Problem: path + " names an etcd lock, not a lock file; use an etcd backend"}
-	}
-	if etcdurl.LooksLikeURL(path) {
-		return &OptionError{Option: "path", Problem: fmt.Sprintf("%q is shaped like a URL or HOST:PORT, not a lock file's path: "+
-			"an etcd lock is %sHOST:PORT/KEY; for a file or folder here whose name has a colon, put ./ before it", path, etcdurl.Scheme)}
 	}
 	return nil
 }
@@ -114,11 +103,14 @@ func (o Options) withDurations() (Options, error) {
 		}
 		return nil
 	}
+	// The heartbeat's default follows from Stale's, taken first; the
+	// first problem is said in the order gpuexec lists its flags.
+	staleErr := def(&o.Stale, DefaultStale, "stale")
 	if err := errors.Join(
 		def(&o.Poll, DefaultPoll, "poll"),
 		def(&o.Report, DefaultReport, "report"),
-		def(&o.Stale, DefaultStale, "stale"),
 		def(&o.Heartbeat, min(DefaultHeartbeat, o.Stale/3), "heartbeat"),
+		staleErr,
 	); err != nil {
 		var first *OptionError
 		errors.As(err, &first)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -21,7 +20,7 @@ import (
 // process. Anyone can read a token in the lock's record and set the
 // variables: only descent from the holder proves that this process runs
 // inside its job. It returns the holder, for the log.
-func nested(cfg Config) (holding, string, bool) {
+func nested(cfg Config) (jobLock, string, bool) {
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()
@@ -34,7 +33,7 @@ func nested(cfg Config) (holding, string, bool) {
 		}
 		return ""
 	}
-	if get(EnvLockHeld) != "1" || !sameLock(get(EnvLockPath), cfg.Lock.Path) {
+	if get(EnvLockHeld) != "1" || !sameLockPath(get(EnvLockPath), cfg.Lock.Path, machineLocal(cfg.Backend)) {
 		return nil, "", false
 	}
 	tokens := strings.Split(get(EnvLockToken), ",")
@@ -77,15 +76,16 @@ func nested(cfg Config) (holding, string, bool) {
 	return inheritedLock{}, strings.Join(slices.Compact(who), ", "), true
 }
 
-// sameLock reports whether two lock paths name the same lock: the same
-// string, or the same name in the same folder however the folder was
-// reached (the parent's path is resolved, one given by hand may go
-// through a link). URLs are compared as they are.
-func sameLock(a, b string) bool {
+// sameLockPath reports whether two lock paths name the same lock: the same
+// string, or, for lock files, the same name in the same folder however the
+// folder was reached (the parent's path is resolved, one given by hand may
+// go through a link). Other backends' paths (URLs) are compared as they
+// are.
+func sameLockPath(a, b string, files bool) bool {
 	if a == b {
 		return true
 	}
-	if a == "" || etcdurl.Is(a) || etcdurl.Is(b) || filepath.Base(a) != filepath.Base(b) {
+	if a == "" || !files || filepath.Base(a) != filepath.Base(b) {
 		return false
 	}
 	da, err1 := os.Stat(filepath.Dir(a))

@@ -202,7 +202,7 @@ func sharersUse(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process) gpu.MiB {
 // report it (over) for --vram-enforce.
 type budgetCheck struct {
 	budget gpu.MiB
-	held   holding
+	held   jobLock
 	cfg    Config
 	over   chan gpu.MiB // one report, the first time it is over
 	was    bool
@@ -210,7 +210,7 @@ type budgetCheck struct {
 	told   bool
 }
 
-func newBudgetCheck(cfg Config, held holding) *budgetCheck {
+func newBudgetCheck(cfg Config, held jobLock) *budgetCheck {
 	if !cfg.Share || cfg.VRAM <= 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func (b *budgetCheck) reading(used gpu.MiB) {
 	b.was, b.last = over, used
 }
 
-// noter is a holding that shows a sharer's use in status (a lock file's).
+// noter is a jobLock that shows a sharer's use in status (a lock file's).
 type noter interface {
 	NoteUse(usedMiB int64, over bool) error
 }

@@ -9,24 +9,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/cmdline"
-	"github.com/gpuexec/gpuexec/internal/etcdhelper"
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
-	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -63,188 +56,6 @@ const (
 	EnvLockToken = "GPUEXEC_LOCK_TOKEN" // the held lock's token; with devices, one per device in GPUEXEC_GPU's order
 )
 
-// Config is one job.
-type Config struct {
-	// Lock says which lock to hold and how to wait for it. With
-	// Lock.Devices, the job takes the first Lock.Need free ones (in
-	// arrival order among waiters) and its child gets
-	// CUDA_VISIBLE_DEVICES and GPUEXEC_GPU naming them.
-	Lock lock.Options
-	// Backend takes the lock; nil means the one Lock.Path names: lock
-	// files, or the gpuexec-etcd helper for an etcd:// URL.
-	Backend lock.Backend
-	// Wait is the longest time to queue for the lock; 0 tries once,
-	// Forever waits as long as it takes.
-	Wait time.Duration
-	// Argv is the command and its arguments.
-	Argv []string
-	// Env is the child's environment before the EnvLock* variables are
-	// added; nil means os.Environ().
-	Env []string
-	// Stdin, Stdout and Stderr are the child's; nil means gpuexec's own.
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-	// Timeout is the longest run of the child; 0 is none. It goes into
-	// the lock's record as its deadline (lock.Options.HoldLimit), which
-	// waiters show, unless Lock.HoldLimit is set.
-	Timeout time.Duration
-	// TimeoutSignal is the first signal the job's group gets at Timeout;
-	// nil means SIGTERM. SIGKILL kills the job at once; any other is
-	// followed by SIGKILL after KillAfter. On Unix every signal sent is
-	// followed by SIGCONT, so that a stopped job acts on it. On Windows
-	// the job gets CTRL_BREAK_EVENT whatever the signal, but for SIGKILL
-	// (its Job Object is terminated at once). signals.Parse reads one as
-	// users write it.
-	TimeoutSignal os.Signal
-	// KillAfter is the grace between the first signal to the group (at
-	// Timeout, a forwarded one, the lock lost) and SIGKILL; 0 sends
-	// SIGKILL with the first signal, Forever never sends it. With an
-	// etcd lock it is under a third of the lease's ttl (see Validate).
-	KillAfter time.Duration
-	// ContinueOnLost lets the job finish when the lock is lost while it
-	// runs; by default the job is stopped, so that two jobs never share
-	// the GPU.
-	ContinueOnLost bool
-	// Signals are the signals that reach gpuexec (see package signals);
-	// nil means none are handled.
-	Signals <-chan os.Signal
-	// Logger receives every log line; nil logs nothing.
-	Logger hclog.Logger
-	// NotFoundHint, when set, is asked for a hint when the command
-	// Argv[0] is not found (status 127); what it returns, if not empty,
-	// ends the error line ("stauts: command not found; did you mean
-	// ..."). It changes nothing else.
-	NotFoundHint func(command string) string
-	// GPU is where facts about the cards come from (nvidia-smi); nil
-	// reads none. With it, the job's peak video memory is sampled while
-	// it runs (a second into the job, then every 2 s: a job that ends
-	// sooner is not sampled) and is in the "job exited" line.
-	GPU gpu.Source
-	// VRAM is the free video memory the job needs before it starts; 0
-	// checks none. The job starts once it holds the lock of a device
-	// whose free memory (the smaller of two readings a moment apart) is
-	// at least VRAM: with Lock.Devices the first such device in queue
-	// order, else every device the job sees (CUDA_VISIBLE_DEVICES in
-	// Env, or all). A job held up by memory keeps its place at the front
-	// of the queue. Needs GPU.
-	VRAM gpu.MiB
-	// Share makes the job a sharer with VRAM as its budget: it may run
-	// beside other sharers on a device while the sharers' budgets, the
-	// memory in use by anything else and VRAM fit in the device's total
-	// less Reserve (see lock.Options.ShareMiB for the queue and the lock
-	// file). While it runs its processes are measured every 2 s; one
-	// over its budget by more than a margin (5% of the budget, at least
-	// 256 MiB) is named in the log and in status. Needs VRAM and GPU.
-	Share bool
-	// Reserve is the memory of each device that sharers leave free; 0
-	// takes the default: 5% of the device's memory, at least 512 MiB.
-	Reserve gpu.MiB
-	// VRAMEnforce stops a sharer found over its budget as Timeout does
-	// (TERM, KillAfter, KILL); gpuexec then exits ExitOverBudget.
-	VRAMEnforce bool
-	// Sentinel says that this program can be a job's terminal sentinel:
-	// started with the one argument SentinelArg, its main runs
-	// RunSentinel and nothing else (see IsSentinel). On Linux, when the
-	// job has the terminal (stdin is one and gpuexec is in its
-	// foreground), what the terminal sends the job's group (Ctrl+C,
-	// Ctrl+\, a hangup) reaches the job alone; the sentinel, a small
-	// process of this program in that group, tells gpuexec, which then
-	// ends the job as it ends one it forwarded that signal to: SIGKILL
-	// after KillAfter if the job still runs (the signal is not sent
-	// again). Without it such a signal is the job's alone: a job that
-	// ignores Ctrl+C keeps running. Elsewhere, and without a terminal,
-	// it changes nothing and no sentinel is started.
-	Sentinel bool
-	// SoleJob says that this process starts no other children than the
-	// job's (the gpuexec command; its own sentinel is ended with the
-	// job's command): every process it is left with once the job's
-	// command ends is then the job's, wherever it moved (a
-	// daemon in a session of its own), and is stopped with the job
-	// before the lock is released. Linux only, where gpuexec is the
-	// subreaper of its job; a library that runs other children, or
-	// several jobs at once, leaves it false.
-	SoleJob bool
-}
-
-func (cfg Config) backend() lock.Backend {
-	if cfg.Backend == nil {
-		return etcdhelper.For(cfg.Lock.Path)
-	}
-	return cfg.Backend
-}
-
-// Validate reports what is wrong with cfg, touching nothing: the lock's
-// options as its backend checks them, and the job's durations (an
-// *lock.OptionError naming wait, timeout or kill-after), KillAfter with
-// an etcd lock among them (see leaseGrace). Run checks the same; a
-// program calls it to refuse bad input before it starts.
-func (cfg Config) Validate() error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"wait", cfg.Wait}, {"timeout", cfg.Timeout}, {"kill-after", cfg.KillAfter}} {
-		if d.v < 0 {
-			return &lock.OptionError{Option: d.name, Problem: fmt.Sprintf("must not be negative, got %s", d.v)}
-		}
-	}
-	if sig := cfg.TimeoutSignal; sig != nil && signals.Of(sig) != signals.End {
-		return &lock.OptionError{Option: "signal", Problem: signals.Name(sig) + " does not end a job"}
-	}
-	if err := cfg.checkGPU(); err != nil {
-		return err
-	}
-	if err := cfg.backend().Check(cfg.Lock); err != nil {
-		return err
-	}
-	return cfg.leaseGrace()
-}
-
-// leaseGrace checks KillAfter against an etcd lock's lease: a holder cut
-// off from etcd declares the lock lost and stops the job two thirds of the
-// ttl after its last renewal, and etcd may give the lock to the next
-// waiter one ttl after it; so the job's SIGKILL must come before, with
-// KillAfter under a third of the ttl (docs/etcd.md, "What the lock
-// guarantees"). With ContinueOnLost the job is not stopped when the lock
-// is lost, and the rule does not apply.
-func (cfg Config) leaseGrace() error {
-	if cfg.ContinueOnLost || !etcdurl.Is(cfg.Lock.Path) {
-		return nil
-	}
-	u, err := etcdurl.Parse(cfg.Lock.Path)
-	if err != nil {
-		return nil // the backend's Check says why
-	}
-	limit := u.TTL / 3
-	ttl := fmt.Sprintf("ttl=%ds", u.TTL/time.Second) // whole seconds
-	switch {
-	case cfg.KillAfter == Forever:
-		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
-			"never cannot be used with an etcd lock: a job whose lock is lost must be gone before the next holder may start, so it must be under %s (a third of the lock's %s)",
-			limit, ttl)}
-	case cfg.KillAfter >= limit:
-		return &lock.OptionError{Option: "kill-after", Problem: fmt.Sprintf(
-			"must be under %s with this etcd lock (a third of its %s), so that a job whose lock is lost is gone before the next holder may start; got %s",
-			limit, ttl, cfg.KillAfter)}
-	}
-	return nil
-}
-
-// KillAfterFor is the grace a job gets when its user names none, with
-// its lock at lockPath: DefaultKillAfter, or with an etcd lock whose ttl
-// is under four times that, a quarter of the ttl, so that the default
-// keeps the rule Validate checks (under a third of the ttl) with room to
-// spare.
-func KillAfterFor(lockPath string) time.Duration {
-	if !etcdurl.Is(lockPath) {
-		return DefaultKillAfter
-	}
-	u, err := etcdurl.Parse(lockPath)
-	if err != nil || u.TTL/4 >= DefaultKillAfter {
-		return DefaultKillAfter
-	}
-	return u.TTL / 4
-}
-
 // Run runs the job and returns gpuexec's exit status. Failures are logged.
 func Run(ctx context.Context, cfg Config) int {
 	if cfg.Logger == nil {
@@ -258,7 +69,7 @@ func Run(ctx context.Context, cfg Config) int {
 		log.Error("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 		return ExitFailed
 	}
-	path, code, err := resolve(cfg.Argv[0])
+	path, code, err := findCommand(cfg.Argv[0])
 	if err != nil {
 		msg := err.Error()
 		if code == ExitNotFound && cfg.NotFoundHint != nil {
@@ -309,27 +120,8 @@ func Run(ctx context.Context, cfg Config) int {
 	return code
 }
 
-// resolve finds the command as exec would, mapping failures to 126/127.
-func resolve(name string) (string, int, error) {
-	path, err := exec.LookPath(name)
-	switch {
-	case err == nil:
-		return path, 0, nil
-	case errors.Is(err, fs.ErrPermission):
-		return "", ExitCannotExec, fmt.Errorf("%s: command found but not executable", name)
-	case errors.Is(err, syscall.EISDIR):
-		return "", ExitCannotExec, fmt.Errorf("%s: is a folder, not a command", name)
-	case errors.Is(err, exec.ErrDot):
-		return "", ExitCannotExec, fmt.Errorf("%s: found only in the current folder; run it as ./%s", name, name)
-	}
-	if err := notRunnable(name); err != nil {
-		return "", ExitCannotExec, err
-	}
-	return "", ExitNotFound, fmt.Errorf("%s: command not found", name)
-}
-
 // acquire queues for the lock, returning it, or nil and the exit status.
-func acquire(ctx context.Context, cfg Config) (holding, int) {
+func acquire(ctx context.Context, cfg Config) (jobLock, int) {
 	log := cfg.Logger
 	var wctx context.Context
 	var cancel context.CancelFunc
@@ -339,7 +131,7 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		wctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	try := func() (holding, error) { return take(wctx, cfg) }
+	try := func() (jobLock, error) { return take(wctx, cfg) }
 	if cfg.Wait == 0 {
 		// No wait, but Admit (--vram) samples the card first, which
 		// takes a while: a signal meanwhile ends it as it ends a wait.
@@ -347,10 +139,10 @@ func acquire(ctx context.Context, cfg Config) (holding, int) {
 		if admit := cfg.Lock.Admit; admit != nil {
 			c.Lock.Admit = func(_ context.Context, names []string) ([]bool, string) { return admit(wctx, names) }
 		}
-		try = func() (holding, error) { return tryTake(c) }
+		try = func() (jobLock, error) { return tryTake(c) }
 	}
 	type result struct {
-		held holding
+		held jobLock
 		err  error
 	}
 	got := make(chan result, 1)
@@ -430,7 +222,7 @@ func waitingSignal(sig os.Signal, log hclog.Logger) bool {
 	return false
 }
 
-func releaseLogged(h holding, log hclog.Logger) {
+func releaseLogged(h jobLock, log hclog.Logger) {
 	if err := h.Release(); err != nil {
 		log.Error("could not release the GPU lock", "error", err)
 	}
@@ -438,7 +230,7 @@ func releaseLogged(h holding, log hclog.Logger) {
 
 // childEnv is the child's environment: cfg.Env (or gpuexec's) with the
 // lock's variables set (replacing any inherited ones).
-func childEnv(cfg Config, held holding) []string {
+func childEnv(cfg Config, held jobLock) []string {
 	base := cfg.Env
 	if base == nil {
 		base = os.Environ()
@@ -468,66 +260,9 @@ func childEnv(cfg Config, held holding) []string {
 	return append(env, set...)
 }
 
-// waited is how the child ended.
-type waited struct {
-	state *os.ProcessState
-	err   error
-}
-
-// starter is a goroutine locked to an OS thread of its own that forks the
-// child and keeps that thread alive until close: on Linux the child's
-// parent-death signal fires when the thread that forked it ends. It is made
-// before the lock is queued for, so that creating the thread and the
-// runtime's checks before a first fork (see warmUp) are done by the time
-// the lock is handed over, not after. The child is waited for on an
-// ordinary goroutine, which hands its end to the watch loop without waking
-// another thread.
-type starter struct {
-	cmds    chan *exec.Cmd
-	started chan error
-	end     chan struct{}
-}
-
-func newStarter() *starter {
-	s := &starter{cmds: make(chan *exec.Cmd), started: make(chan error, 1), end: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked: the thread exits with this goroutine, at close.
-		warmUp()
-		select {
-		case cmd := <-s.cmds:
-			s.started <- cmd.Start()
-		case <-s.end:
-			return
-		}
-		<-s.end
-	}()
-	return s
-}
-
-// start starts cmd on the starter's thread; the channel delivers its end.
-// Call at most once.
-func (s *starter) start(cmd *exec.Cmd) (<-chan waited, error) {
-	s.cmds <- cmd
-	if err := <-s.started; err != nil {
-		return nil, err
-	}
-	done := make(chan waited, 1)
-	go func() {
-		err := cmd.Wait()
-		done <- waited{cmd.ProcessState, err}
-	}()
-	return done, nil
-}
-
-// close lets the starter's thread end. Call once the child is reaped and
-// its group drained: on Linux the thread's end would kill a child still
-// running.
-func (s *starter) close() { close(s.end) }
-
 // supervise starts the child and watches it until it and its group are
 // gone, returning the exit status.
-func supervise(ctx context.Context, cfg Config, path string, held holding, st *starter) int {
+func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *starter) int {
 	log := cfg.Logger
 	cmd := exec.Command(path, cfg.Argv[1:]...)
 	cmd.Args[0] = cfg.Argv[0]
@@ -576,7 +311,7 @@ func supervise(ctx context.Context, cfg Config, path string, held holding, st *s
 	if noteErr != nil {
 		log.Debug("could not note the job's group in the liveness file", "error", noteErr)
 	}
-	rec := recordChild(held, grp.id(), recordChildAfter, log)
+	rec := recordChildLater(held, grp.id(), recordChildAfter, log)
 	bc := newBudgetCheck(cfg, held)
 	pk := watchPeak(cfg.GPU, grp.id(), bc)
 
@@ -623,9 +358,9 @@ type recording struct {
 	done   chan struct{}
 }
 
-// recordChild writes the job's group id into the record once the job has
+// recordChildLater writes the job's group id into the record once the job has
 // run for after (recordChildAfter), unless stopped first.
-func recordChild(held holding, id int, after time.Duration, log hclog.Logger) *recording {
+func recordChildLater(held jobLock, id int, after time.Duration, log hclog.Logger) *recording {
 	r := &recording{cancel: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -648,266 +383,4 @@ func recordChild(held holding, id int, after time.Duration, log hclog.Logger) *r
 func (r *recording) stop() {
 	close(r.cancel)
 	<-r.done
-}
-
-// watch is the select loop over child exit, signals, timeout and lock loss.
-type watch struct {
-	cfg   Config
-	grp   *group
-	term  *terminal
-	log   hclog.Logger
-	lostC <-chan struct{}
-	// overC reports a sharer's job over its budget (budgetCheck).
-	overC <-chan gpu.MiB
-
-	termSent  bool
-	killAt    time.Time
-	killTimer *time.Timer
-	killed    bool
-	timedOut  bool
-	lostStop  bool
-	overStop  bool
-}
-
-// stop sends sig (the graceful stop) to the group and arms the kill timer
-// once.
-func (w *watch) stop(sig os.Signal) {
-	if err := w.grp.signal(sig); err != nil {
-		w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
-	}
-	// A stopped job (Ctrl+Z, SIGSTOP) acts on the signal only once it
-	// runs again: continue it, as timeout(1) does.
-	w.grp.resume()
-	w.arm()
-}
-
-// arm arms the kill timer, once: the group has had its graceful stop.
-func (w *watch) arm() {
-	if w.termSent {
-		return
-	}
-	w.termSent = true
-	if w.cfg.KillAfter == Forever {
-		return // no SIGKILL: the first signal alone
-	}
-	w.armAfter(w.cfg.KillAfter)
-}
-
-// armAfter arms the kill timer to fire after d, unless it is armed.
-func (w *watch) armAfter(d time.Duration) {
-	if w.killTimer != nil {
-		return
-	}
-	w.killAt = time.Now().Add(d)
-	w.killTimer = time.NewTimer(d)
-}
-
-// stopWithJob stops gpuexec with its stopped job, as a shell's job stops,
-// until it is continued: the sentinel too (or it would be the one process
-// of the job's group that runs), and the terminal goes back to gpuexec's
-// group first, so that the shell gets it.
-func (w *watch) stopWithJob() {
-	w.term.pauseSentinel()
-	w.term.giveBack()
-	lock.Suspend(stopSelf)
-}
-
-// fromTerminal handles sig, which the job's group got from the terminal
-// (see terminal.heard): the job has it already, so it is not sent again,
-// but it ends the job as a forwarded one does, with SIGKILL after the
-// grace if the job still runs. After the group's graceful stop, it is that
-// stop's own signal, or one more that changes nothing.
-func (w *watch) fromTerminal(sig os.Signal) {
-	if w.termSent {
-		w.log.Debug("the job's process group got a signal", "signal", signals.Name(sig))
-		return
-	}
-	w.log.Warn("the job's process group got a signal from the terminal", "signal", signals.Name(sig))
-	w.arm()
-}
-
-func (w *watch) kill() {
-	if w.killed {
-		return
-	}
-	w.killed = true
-	if err := w.grp.kill(); err != nil {
-		w.log.Debug("killing the job's group", "error", err)
-	}
-}
-
-func (w *watch) run(ctx context.Context, done <-chan waited) waited {
-	var timeout <-chan time.Time
-	if w.cfg.Timeout > 0 {
-		t := time.NewTimer(w.cfg.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	lost := w.lostC
-	ctxDone := ctx.Done()
-	listening := w.term.listening()
-	for {
-		var killC <-chan time.Time
-		if w.killTimer != nil && !w.killed {
-			killC = w.killTimer.C
-		}
-		// The job's own end goes first: a job that ended while gpuexec
-		// was stopped reports its own status, whatever else is ready.
-		select {
-		case r := <-done:
-			return r
-		default:
-		}
-		select {
-		case r := <-done:
-			return r
-		case <-w.term.stopped():
-			if w.term.jobStopped() {
-				// Ctrl+Z reached the job, which has the terminal:
-				// stop with it, so that the shell sees its job
-				// stopped and gets the terminal back.
-				w.log.Info("job stopped; stopping with it until continued (fg, bg)")
-				w.stopWithJob()
-			}
-		case sig := <-w.term.heard():
-			w.fromTerminal(sig)
-		case <-listening:
-			listening = nil
-			w.log.Debug("watching what the terminal sends the job's process group (Ctrl+C, Ctrl+\\, hangup)")
-		case sig := <-w.cfg.Signals:
-			switch signals.Of(sig) {
-			case signals.Stop:
-				w.log.Info("stopping the job's process group with gpuexec until continued", "signal", signals.Name(sig))
-				if err := w.grp.signal(sig); err != nil {
-					w.log.Debug("signalling the job's group", "signal", signals.Name(sig), "error", err)
-				}
-				w.stopWithJob()
-				continue
-			case signals.Continue:
-				w.log.Debug("continuing the job's process group", "signal", signals.Name(sig))
-				w.term.handOver()
-				w.grp.resume()
-				continue
-			}
-			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
-			w.stop(sig)
-		case used := <-w.overC:
-			w.overC = nil
-			if !w.cfg.VRAMEnforce {
-				continue
-			}
-			w.overStop = true
-			w.log.Error("job is over its video memory budget; stopping it (--vram-enforce)", "used_mib", int64(used), "budget_mib", int64(w.cfg.VRAM))
-			w.stop(terminate)
-		case <-timeout:
-			timeout = nil
-			w.timedOut = true
-			sig := w.cfg.TimeoutSignal
-			if sig == nil {
-				sig = terminate
-			}
-			w.log.Error("job reached --timeout; stopping it", "timeout", w.cfg.Timeout.String(), "signal", signals.Name(sig))
-			if sig == syscall.SIGKILL {
-				w.termSent = true
-				w.kill()
-				continue
-			}
-			w.stop(sig)
-		case <-lost:
-			lost = nil
-			if w.cfg.ContinueOnLost {
-				w.log.Error("GPU lock lost while the job runs; letting it finish (--on-lost continue): another job may share the GPU")
-				continue
-			}
-			w.lostStop = true
-			w.log.Error("GPU lock lost while the job runs; stopping the job so that two jobs never share the GPU")
-			w.stop(terminate)
-			// --kill-after never is the job's own ending; the next
-			// holder's card is not: SIGKILL after the default grace.
-			w.armAfter(DefaultKillAfter)
-		case <-ctxDone:
-			ctxDone = nil
-			w.log.Warn("stopping the job", "reason", ctx.Err())
-			w.stop(terminate)
-		case <-killC:
-			w.log.Warn("job still running after the grace period; killing its process group", "kill-after", w.cfg.KillAfter.String())
-			w.kill()
-		}
-	}
-}
-
-// outputDrainWait bounds how long the child's output is still copied after
-// it exited (only when Stdout or Stderr is not a file).
-const outputDrainWait = time.Second
-
-// drainPoll is how often drain checks whether the group is empty.
-const drainPoll = 10 * time.Millisecond
-
-// drainKillWait bounds the wait for a killed group to disappear (processes
-// stuck in uninterruptible sleep, zombies nobody reaps).
-const drainKillWait = 5 * time.Second
-
-// drain makes sure nothing of the job outlives it: processes the child left
-// behind, in its group or outside it (daemons that moved to a session of
-// their own, where the OS lets gpuexec find them), get SIGTERM (unless they
-// already had it), SIGKILL after the grace period, and are waited for,
-// before the lock is released.
-func (w *watch) drain() {
-	w.grp.reap()
-	if !w.grp.alive() {
-		return
-	}
-	w.log.Warn("the job's command exited but left processes behind; stopping them", "left", w.grp.describeLeft())
-	if !w.termSent {
-		w.stop(terminate)
-	}
-	tick := time.NewTicker(drainPoll)
-	defer tick.Stop()
-	var giveUp time.Time
-	for {
-		w.grp.reap()
-		if !w.grp.alive() {
-			return
-		}
-		now := time.Now()
-		if !w.killed {
-			// Processes that appeared since (a daemon forking) get
-			// the graceful stop too.
-			w.grp.stopStrays(terminate)
-		}
-		if !w.killed && w.killTimer != nil && !now.Before(w.killAt) {
-			w.log.Warn("processes left by the job still run after the grace period; killing them", "left", w.grp.describeLeft())
-			w.kill()
-			giveUp = now.Add(drainKillWait)
-		}
-		if w.killed {
-			w.grp.kill() // and any that appeared since
-			if giveUp.IsZero() {
-				giveUp = now.Add(drainKillWait)
-			}
-		}
-		if w.killed && now.After(giveUp) {
-			w.log.Error("processes left by the job did not go away after SIGKILL; releasing the lock anyway", "left", w.grp.describeLeft())
-			return
-		}
-		select {
-		case <-tick.C:
-		case sig := <-w.cfg.Signals:
-			// A signal that ends gpuexec ends the wait for what the
-			// job left (with --kill-after never, the only end of it).
-			if signals.Of(sig) == signals.End && !w.killed {
-				w.log.Warn("killing the processes left by the job", "signal", signals.Name(sig), "left", w.grp.describeLeft())
-				w.kill()
-				giveUp = time.Now().Add(drainKillWait)
-			}
-		}
-	}
-}
-
-// describe says how the child ended, for the log.
-func describe(r waited) string {
-	if r.state == nil {
-		return fmt.Sprint(r.err)
-	}
-	return r.state.String()
 }

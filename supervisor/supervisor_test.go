@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/lock"
+	"github.com/gpuexec/gpuexec/lock/etcdlock"
 )
 
 func testConfig(t *testing.T, argv ...string) (Config, *bytes.Buffer) {
@@ -36,7 +37,7 @@ func testConfig(t *testing.T, argv ...string) (Config, *bytes.Buffer) {
 	}, &logs
 }
 
-func TestResolve(t *testing.T) {
+func TestFindCommand(t *testing.T) {
 	dir := t.TempDir()
 	noexec := filepath.Join(dir, "noexec")
 	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
@@ -51,12 +52,12 @@ func TestResolve(t *testing.T) {
 		{dir, ExitCannotExec},
 	}
 	for _, tt := range tests {
-		_, code, err := resolve(tt.name)
+		_, code, err := findCommand(tt.name)
 		if code != tt.want {
-			t.Errorf("resolve(%q) = %d (%v), want %d", tt.name, code, err, tt.want)
+			t.Errorf("findCommand(%q) = %d (%v), want %d", tt.name, code, err, tt.want)
 		}
 		if (err != nil) != (tt.want != 0) {
-			t.Errorf("resolve(%q) error = %v", tt.name, err)
+			t.Errorf("findCommand(%q) error = %v", tt.name, err)
 		}
 	}
 }
@@ -81,7 +82,7 @@ func TestChildEnvReplacesLockVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release()
-	got := strings.Join(childEnv(cfg, fileLock{h}), "\n")
+	got := strings.Join(childEnv(cfg, heldFiles{h}), "\n")
 	want := strings.Join([]string{"A=1", "GPUEXEC_LOCK=/users/own", EnvLockHeld + "=1", EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + h.Info().Token}, "\n")
 	if got != want {
 		t.Fatalf("child env:\n%s\nwant:\n%s", got, want)
@@ -119,9 +120,9 @@ func TestLockReleasedAfterRun(t *testing.T) {
 	}
 }
 
-// recordCounter is a holding that counts RecordChild calls.
+// recordCounter is a jobLock that counts RecordChild calls.
 type recordCounter struct {
-	holding
+	jobLock
 	calls chan int
 }
 
@@ -134,7 +135,7 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	t.Run("a job that ends sooner is not recorded", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 1)}
 		// An hour: stopped long before, however slow the machine.
-		recordChild(h, 42, time.Hour, hclog.NewNullLogger()).stop()
+		recordChildLater(h, 42, time.Hour, hclog.NewNullLogger()).stop()
 		select {
 		case id := <-h.calls:
 			t.Fatalf("RecordChild(%d) called for a job stopped before recordChildAfter", id)
@@ -143,7 +144,7 @@ func TestRecordChildWaitsForTheJobToRun(t *testing.T) {
 	})
 	t.Run("a job that runs on is recorded once", func(t *testing.T) {
 		h := recordCounter{calls: make(chan int, 2)}
-		r := recordChild(h, 42, recordChildAfter, hclog.NewNullLogger())
+		r := recordChildLater(h, 42, recordChildAfter, hclog.NewNullLogger())
 		select {
 		case id := <-h.calls:
 			if id != 42 {
@@ -184,7 +185,7 @@ func TestValidateKillAfterWithEtcd(t *testing.T) {
 		{filepath.Join(t.TempDir(), "gpu.lock"), Forever, false, ""},
 		{filepath.Join(t.TempDir(), "gpu.lock"), time.Hour, false, ""},
 	} {
-		cfg := Config{Lock: lock.Options{Path: tt.path}, Argv: []string{"true"}, KillAfter: tt.killAfter, ContinueOnLost: tt.continues}
+		cfg := Config{Lock: lock.Options{Path: tt.path}, Backend: backendOf(tt.path), Argv: []string{"true"}, KillAfter: tt.killAfter, ContinueOnLost: tt.continues}
 		err := cfg.Validate()
 		var oe *lock.OptionError
 		switch {
@@ -211,13 +212,22 @@ func TestKillAfterFor(t *testing.T) {
 		{url + "?ttl=2s", 500 * time.Millisecond},
 		{"etcd://", DefaultKillAfter},
 	} {
-		got := KillAfterFor(tt.path)
+		got := KillAfterFor(backendOf(tt.path), lock.Options{Path: tt.path})
 		if got != tt.want {
 			t.Errorf("KillAfterFor(%q) = %s, want %s", tt.path, got, tt.want)
 		}
-		cfg := Config{Lock: lock.Options{Path: tt.path}, KillAfter: got}
+		cfg := Config{Lock: lock.Options{Path: tt.path}, Backend: backendOf(tt.path), KillAfter: got}
 		if err := cfg.leaseGrace(); err != nil {
 			t.Errorf("KillAfterFor(%q) = %s breaks the rule: %v", tt.path, got, err)
 		}
 	}
+}
+
+// backendOf is the backend gpuexec takes for path: package etcdlock's
+// (lock.Leased) for an etcd:// URL, else nil (lock files).
+func backendOf(path string) lock.Backend {
+	if strings.HasPrefix(path, "etcd://") {
+		return etcdlock.Backend{}
+	}
+	return nil
 }

@@ -202,7 +202,7 @@ func TestValidateTimeoutSignal(t *testing.T) {
 
 // A bare name that PATH holds but that cannot be run is 126, as execvp(3)
 // says (EACCES): not 127, which exec.LookPath alone would give.
-func TestResolveOnPath(t *testing.T) {
+func TestFindCommandOnPath(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
 	write := func(path string, mode os.FileMode) {
 		if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), mode); err != nil {
@@ -229,9 +229,9 @@ func TestResolveOnPath(t *testing.T) {
 		{"missing", ExitNotFound, "missing: command not found"},
 		{filepath.Join(first, "missing"), ExitNotFound, filepath.Join(first, "missing") + ": command not found"},
 	} {
-		path, code, err := resolve(tt.name)
+		path, code, err := findCommand(tt.name)
 		if code != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.HasPrefix(err.Error(), tt.err) {
-			t.Errorf("resolve(%q) = %q, %d, %v; want %d, %q", tt.name, path, code, err, tt.want, tt.err)
+			t.Errorf("findCommand(%q) = %q, %d, %v; want %d, %q", tt.name, path, code, err, tt.want, tt.err)
 		}
 	}
 }

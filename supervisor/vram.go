@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/proc"
 	"github.com/gpuexec/gpuexec/lock"
@@ -53,8 +52,9 @@ const (
 	peakEvery = 2 * time.Second
 )
 
-// checkGPU is Validate's part for Config.GPU and Config.VRAM.
-func (cfg Config) checkGPU() error {
+// validateVRAM is Validate's part for Config.GPU, VRAM, Share, Reserve and
+// VRAMEnforce.
+func (cfg Config) validateVRAM() error {
 	switch {
 	case cfg.VRAM < 0:
 		return &lock.OptionError{Option: "vram", Problem: fmt.Sprintf("must not be negative, got %d MiB", cfg.VRAM)}
@@ -70,9 +70,9 @@ func (cfg Config) checkGPU() error {
 		return nil
 	case cfg.GPU == nil:
 		return &lock.OptionError{Option: "vram", Problem: "needs nvidia-smi, and none was found"}
-	case etcdurl.Is(cfg.Lock.Path) && cfg.Share:
+	case !machineLocal(cfg.Backend) && cfg.Share:
 		return &lock.OptionError{Option: "share", Problem: "shares this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
-	case etcdurl.Is(cfg.Lock.Path):
+	case !machineLocal(cfg.Backend):
 		return &lock.OptionError{Option: "vram", Problem: "is checked on this machine's GPUs, so it needs a lock file, not an etcd:// lock"}
 	}
 	return nil
@@ -238,8 +238,10 @@ type gate struct {
 	need gpu.MiB
 	// visible are the devices a single lock stands for (nil: all).
 	visible []string
-	// lock is inspected to say which gpuexec job a process runs under.
-	lock lock.Options
+	// lock, of backend, is inspected to say which gpuexec job a process
+	// runs under.
+	lock    lock.Options
+	backend lock.Backend
 	// reserve is Config.Reserve, for sharers.
 	reserve gpu.MiB
 
@@ -252,7 +254,7 @@ type gate struct {
 }
 
 func newGate(cfg Config) *gate {
-	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, reserve: cfg.Reserve}
+	return &gate{src: cfg.GPU, need: cfg.VRAM, visible: cfg.visibleDevices(), lock: cfg.Lock, backend: cfg.Backend, reserve: cfg.Reserve}
 }
 
 // admit is Options.Admit.
@@ -381,7 +383,7 @@ func (g *gate) shortfall(ctx context.Context, name string, d gpu.Device, found b
 	if len(on) == 0 {
 		return s
 	}
-	parts := describeProcesses(attributeByLock(on, g.lock), 3)
+	parts := describeProcesses(attributeByLock(on, g.backend, g.lock), 3)
 	return s + "; " + strings.Join(parts, ", ")
 }
 
@@ -423,11 +425,13 @@ func Attribute(ps []gpu.Process, held []*lock.Status) []gpu.Attributed {
 	return gpu.Attribute(ps, jobs, groups, ancestry{})
 }
 
-// attributeByLock is Attribute by the holders of the lock file o (or its
-// devices) as read now; an etcd lock's holders are not looked for.
-func attributeByLock(ps []gpu.Process, o lock.Options) []gpu.Attributed {
+// attributeByLock is Attribute by the holders of the lock o (or its
+// devices) of backend b (nil: lock.Files) as read now; the holders of a
+// lock.Leased backend's lock, which stands for no GPU of this machine, are
+// not looked for.
+func attributeByLock(ps []gpu.Process, b lock.Backend, o lock.Options) []gpu.Attributed {
 	var held []*lock.Status
-	if !etcdurl.Is(o.Path) {
+	if machineLocal(b) {
 		if r, err := lock.Inspect(lock.Options{Path: o.Path, Devices: o.Devices}); err == nil {
 			held = r.Locks
 		}

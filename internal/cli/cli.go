@@ -283,62 +283,72 @@ func failed(format string, a ...any) error {
 	return cli.Exit(fmt.Sprintf(format, a...), supervisor.ExitFailed)
 }
 
-// intervals checks durations that set how often gpuexec does something
-// (polls, reports, heartbeats) or how long a lock lives without one: each
-// is at least lock.MinInterval, so that none keeps a core busy.
-func intervals(c *cli.Context, names ...string) error {
+// noZeroIntervals refuses a 0 given for a duration that sets how often
+// gpuexec does something (polls, reports, heartbeats) or how long a lock
+// lives without one: on the command line 0 is no interval, which would
+// keep a core busy, where the lock library reads 0 as its default. Other
+// values under lock.MinInterval the library refuses (lock.Options'
+// Validate), named as the flags.
+func noZeroIntervals(c *cli.Context, names ...string) error {
 	for _, n := range names {
-		if d := durationOf(c, n); d < lock.MinInterval {
+		if d := durationOf(c, n); d == 0 {
 			return failed("--%s must be at least %s, got %s", n, lock.MinInterval, d)
 		}
 	}
 	return nil
 }
 
-// lockPath is --lock made absolute, once the lock library has checked it
-// as written (lock.CheckPath: empty, or shaped like a URL other than
-// etcd://, which made absolute would look like a path); an etcd:// URL is
-// kept as it is (its backend checks it).
-func lockPath(c *cli.Context) (string, error) {
+// lockBackend is what --lock means, the one place that decides it: an
+// etcd:// URL is a lock in etcd, kept as it is and held by the etcd
+// helper (its backend checks the URL); anything else is a lock file's
+// path, made absolute, with lock.Files, once it is checked as written: not
+// empty (lock.CheckPath), nor shaped like another URL or HOST:PORT (a
+// mistyped etcd URL: made absolute it would look like a path, a lock of
+// this machine alone where one shared by several was meant).
+func lockBackend(c *cli.Context) (string, lock.Backend, error) {
 	p := c.String("lock")
 	if etcdurl.Is(p) {
-		return p, nil
+		return p, etcdhelper.Backend{}, nil
 	}
 	if err := lock.CheckPath(p); err != nil {
-		return "", optionFailed(err)
+		return "", nil, optionFailed(err)
+	}
+	if etcdurl.LooksLikeURL(p) {
+		return "", nil, failed("--lock %q is shaped like a URL or HOST:PORT, not a lock file's path: "+
+			"an etcd lock is %sHOST:PORT/KEY; for a file or folder here whose name has a colon, put ./ before it", p, etcdurl.Scheme)
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return "", failed("--lock %q: %v", p, err)
+		return "", nil, failed("--lock %q: %v", p, err)
 	}
-	return abs, nil
+	return abs, lock.Files, nil
 }
 
-// lockOptions are the lock flags common to run, status and clear; with
-// devices, --gpus too (clear has none: a --gpus or GPUEXEC_GPUS meant for
-// jobs does not reach it).
-func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Options, error) {
-	path, err := lockPath(c)
+// lockOptions are the lock flags common to run, status and clear, and the
+// backend of the lock they name; with devices, --gpus too (clear has none:
+// a --gpus or GPUEXEC_GPUS meant for jobs does not reach it).
+func lockOptions(ctx context.Context, c *cli.Context, withDevices bool) (lock.Options, lock.Backend, error) {
+	path, b, err := lockBackend(c)
 	if err != nil {
-		return lock.Options{}, err
+		return lock.Options{}, nil, err
 	}
 	o := lock.Options{Path: path, Stale: durationOf(c, "stale")}
 	if withDevices {
 		if o.Devices, err = devices(ctx, c); err != nil {
-			return o, err
+			return o, b, err
 		}
 		// A device's lock named by its path is that device of the lock
 		// beside it (gpu1.lock: --gpus 1 of gpu.lock), checked as
 		// --gpus is.
-		if o.Devices == nil && !etcdurl.Is(o.Path) {
+		if o.Devices == nil && b == lock.Files {
 			if o = o.Canonical(); o.Devices != nil {
 				if _, err := deviceIndexes(ctx, c, "--lock "+filepath.Base(path), o.Devices[0]); err != nil {
-					return o, err
+					return o, b, err
 				}
 			}
 		}
 	}
-	return o, nil
+	return o, b, nil
 }
 
 func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
@@ -355,7 +365,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	cfg, err := jobConfig(ctx, c, argv)
+	cfg, ignored, err := jobConfig(ctx, c, argv)
 	if err != nil {
 		return interrupted(err)
 	}
@@ -368,7 +378,7 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	}
 	defer closeLog()
 	job := logger.With(fields...)
-	if ignored, _ := etcdPoll(c, cfg.Lock.Path); ignored != "" {
+	if ignored != "" {
 		job.Warn(ignored)
 	}
 	cfg.Lock.Logger = job.Named("lock")
@@ -389,30 +399,30 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 }
 
 // jobConfig reads the job's flags into its Config and checks them, the
-// GPUs too (which may run nvidia-smi, bound by ctx).
-func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.Config, error) {
-	var cfg supervisor.Config
+// GPUs too (which may run nvidia-smi, bound by ctx); ignored is a line to
+// log about a variable that has no effect on this job (see etcdPoll).
+func jobConfig(ctx context.Context, c *cli.Context, argv []string) (cfg supervisor.Config, ignored string, err error) {
 	if len(argv) == 0 {
-		return cfg, failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+		return cfg, "", failed("no command given: gpuexec [flags] -- COMMAND [ARG...]")
 	}
-	// On the command line 0 is no interval (the library takes 0 for its
-	// default; a flag's default is written out).
-	if err := intervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
-		return cfg, err
+	// A flag's default is written out: a 0 is the user's.
+	if err := noZeroIntervals(c, "poll", "report", "heartbeat", "stale"); err != nil {
+		return cfg, "", err
 	}
+	// On the command line 0 devices is none (the library takes 0 for 1).
 	if n := c.Int("need"); n < 1 {
-		return cfg, failed("--need must be at least 1, got %d", n)
+		return cfg, "", failed("--need must be at least 1, got %d", n)
 	}
 	onLost := c.String("on-lost")
 	if onLost != "stop" && onLost != "continue" {
-		return cfg, failed("--on-lost must be stop or continue, got %q", onLost)
+		return cfg, "", failed("--on-lost must be stop or continue, got %q", onLost)
 	}
-	o, err := lockOptions(ctx, c, true)
+	o, b, err := lockOptions(ctx, c, true)
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
-	if _, err := etcdPoll(c, o.Path); err != nil {
-		return cfg, err
+	if ignored, err = etcdPoll(c, b); err != nil {
+		return cfg, "", err
 	}
 	o.Owner, o.Slug, o.Need = c.String("owner"), c.String("slug"), c.Int("need")
 	o.Poll, o.Report, o.Heartbeat = durationOf(c, "poll"), durationOf(c, "report"), durationOf(c, "heartbeat")
@@ -424,27 +434,28 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 	}
 	vram, err := sizeOf(c, "vram")
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
 	src, err := gpuSource(c, vram)
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
 	reserve, err := sizeOf(c, "reserve")
 	if err != nil {
-		return cfg, err
+		return cfg, "", err
 	}
 	sig, err := signals.Parse(c.String("signal"))
 	if err != nil {
-		return cfg, failed("--signal: %v", err)
+		return cfg, "", failed("--signal: %v", err)
 	}
 	cfg = supervisor.Config{
 		Lock:           o,
+		Backend:        b,
 		Wait:           durationOf(c, "wait"),
 		Argv:           argv,
 		Timeout:        durationOf(c, "timeout"),
 		TimeoutSignal:  sig,
-		KillAfter:      killAfter(c, o.Path),
+		KillAfter:      killAfter(c, b, o),
 		ContinueOnLost: onLost == "continue",
 		SoleJob:        true,
 		Sentinel:       true,
@@ -456,31 +467,31 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (supervisor.C
 		VRAMEnforce:    c.Bool("vram-enforce"),
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, optionFailed(err)
+		return cfg, "", optionFailed(err)
 	}
 	if err := cfg.CheckGPUs(ctx); err != nil {
-		return cfg, optionFailed(err)
+		return cfg, "", optionFailed(err)
 	}
-	return cfg, nil
+	return cfg, ignored, nil
 }
 
 // killAfter is --kill-after, or when the user gave none (flag or
-// variable), the default for the lock at path: shorter with an etcd lock
-// of a short ttl.
-func killAfter(c *cli.Context, path string) time.Duration {
+// variable), the default for the lock o of backend b: shorter with an etcd
+// lock of a short ttl.
+func killAfter(c *cli.Context, b lock.Backend, o lock.Options) time.Duration {
 	if c.IsSet("kill-after") {
 		return durationOf(c, "kill-after")
 	}
-	return supervisor.KillAfterFor(path)
+	return supervisor.KillAfterFor(b, o)
 }
 
-// etcdPoll is what --poll comes to with an etcd lock at path, where it
-// has no effect (the lease is the heartbeat): given on the command line it
-// is refused; from GPUEXEC_POLL alone, which may be meant for the lock
+// etcdPoll is what --poll comes to with an etcd lock (backend b), where
+// it has no effect (the lease is the heartbeat): given on the command line
+// it is refused; from GPUEXEC_POLL alone, which may be meant for the lock
 // files of other jobs, it is ignored, and ignored is the line that says
 // so. Neither without an etcd lock or a --poll.
-func etcdPoll(c *cli.Context, path string) (ignored string, err error) {
-	if !etcdurl.Is(path) || !c.IsSet("poll") {
+func etcdPoll(c *cli.Context, b lock.Backend) (ignored string, err error) {
+	if b == lock.Files || !c.IsSet("poll") {
 		return "", nil
 	}
 	// A value given both ways is the command line's; the same value
@@ -576,7 +587,7 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 	if err := noArgs(c); err != nil {
 		return lock.Options{}, nil, err
 	}
-	if err := intervals(c, "stale"); err != nil {
+	if err := noZeroIntervals(c, "stale"); err != nil {
 		return lock.Options{}, nil, err
 	}
 	// With devices a --gpus UUID is mapped with nvidia-smi, which a
@@ -585,14 +596,13 @@ func lockCommand(c *cli.Context, withDevices bool) (lock.Options, lock.Backend, 
 	if withDevices {
 		ctx, ended = signals.Ending(ctx)
 	}
-	o, err := lockOptions(ctx, c, withDevices)
+	o, b, err := lockOptions(ctx, c, withDevices)
 	if sig := ended(); sig != nil {
 		return o, nil, readingInterrupted(sig)
 	}
 	if err != nil {
 		return o, nil, err
 	}
-	b := etcdhelper.For(o.Path)
 	if err := b.Check(o); err != nil {
 		return o, nil, optionFailed(err)
 	}
@@ -624,10 +634,10 @@ func showStatus(c *cli.Context, stdout io.Writer, o lock.Options, b lock.Backend
 	}
 	// A signal that ends gpuexec while nvidia-smi runs stops it first.
 	ctx, ended := signals.Ending(context.Background())
-	// An etcd lock's holders are not looked for among this host's
-	// processes.
+	// The holders of a lock several machines share (etcd's) are not
+	// looked for among this host's processes.
 	held := r.Locks
-	if etcdurl.Is(o.Path) {
+	if _, leased := b.(lock.Leased); leased {
 		held = nil
 	}
 	cards, gerr := statusCards(ctx, c, held)

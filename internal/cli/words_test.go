@@ -179,7 +179,7 @@ func TestURLShapedLockIsRefused(t *testing.T) {
 	t.Parallel()
 	urls := []string{
 		"http://127.0.0.1:2379/gpuexec/x", "https://etcd.example:2379/gpuexec/x", "etcd3://h:2379/k",
-		"etcd:/h:2379/k", "etcd:h:2379/k", "127.0.0.1:2379/gpuexec/x", "host:2379/gpuexec/x",
+		"etcd:/h:2379/k", "etcd:h:2379/k", "127.0.0.1:2379/gpuexec/x", "host:2379/gpuexec/x", "//h:2379/gpuexec/x",
 	}
 	commands := map[string][]string{
 		"run":    {"--wait", "0", "--", helperBin, "0"},

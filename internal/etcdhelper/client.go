@@ -41,16 +41,7 @@ func onceWait(o lock.Options) time.Duration {
 // program (Name) for each operation and talks to it over a pipe.
 type Backend struct{}
 
-var _ lock.Backend = Backend{}
-
-// For is the backend of the lock at path: Backend for an etcd:// URL,
-// lock.Files for anything else.
-func For(path string) lock.Backend {
-	if etcdurl.Is(path) {
-		return Backend{}
-	}
-	return lock.Files
-}
+var _ lock.Leased = Backend{}
 
 // Check reports what is wrong with o for an etcd lock, touching nothing
 // (and starting no helper).
@@ -58,6 +49,11 @@ func (Backend) Check(o lock.Options) error {
 	_, err := etcdoptions.Check(o)
 	return err
 }
+
+// LeaseTTL is the time to live of the lease that holds the lock o names:
+// the URL's ttl=, or its default; false when o.Path is no etcd:// URL
+// (Check says why).
+func (Backend) LeaseTTL(o lock.Options) (time.Duration, bool) { return etcdoptions.LeaseTTL(o) }
 
 // open checks o, starts a helper and sends the hello and the request,
 // then reads the helper's hello: a helper of another protocol is refused

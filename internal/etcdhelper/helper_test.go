@@ -258,15 +258,6 @@ func TestAgentRefusesBadPathsWithoutAHelper(t *testing.T) {
 	}
 }
 
-func TestFileFunctionsRefuseEtcdPaths(t *testing.T) {
-	if _, err := lock.Acquire(context.Background(), lock.Options{Path: agentURL}); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("Acquire: %v", err)
-	}
-	if _, err := lock.Inspect(lock.Options{Path: agentURL}); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("Inspect: %v", err)
-	}
-}
-
 // serveV1 is the helper of the first protocol, as it answered: it took the
 // first line for its request and refused any op it did not know.
 func serveV1(in io.Reader, out io.Writer, _ func() (io.ReadCloser, error)) {

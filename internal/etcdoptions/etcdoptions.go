@@ -5,6 +5,8 @@
 package etcdoptions
 
 import (
+	"time"
+
 	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -14,8 +16,8 @@ import (
 // durations and names (lock.Options' Validate), and devices, which an etcd
 // lock does not have. Each problem is a *lock.OptionError.
 func Check(o lock.Options) (*etcdurl.URL, error) {
-	if o.Path == "" {
-		return nil, &lock.OptionError{Option: "path", Problem: "must not be empty"}
+	if err := lock.CheckPath(o.Path); err != nil {
+		return nil, err
 	}
 	u, err := etcdurl.Parse(o.Path)
 	if err != nil {
@@ -25,4 +27,15 @@ func Check(o lock.Options) (*etcdurl.URL, error) {
 		return nil, &lock.OptionError{Option: "devices", Problem: "needs a lock file: an etcd:// lock is one lock; give each GPU a key of its own (--lock etcd://.../gpu0)"}
 	}
 	return u, o.Validate()
+}
+
+// LeaseTTL is the lease's time to live of the etcd lock o names (the
+// URL's ttl=, or its default), or false when o.Path is no etcd URL that
+// Check would take apart: both backends' lock.Leased.
+func LeaseTTL(o lock.Options) (time.Duration, bool) {
+	u, err := etcdurl.Parse(o.Path)
+	if err != nil {
+		return 0, false
+	}
+	return u.TTL, true
 }

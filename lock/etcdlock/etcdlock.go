@@ -54,7 +54,7 @@ type Backend struct {
 	PID int
 }
 
-var _ lock.Backend = Backend{}
+var _ lock.Leased = Backend{}
 
 // Bounds on single etcd calls that must not hang while etcd is away (the
 // client waits for a connection as long as its context lets it).
@@ -85,6 +85,11 @@ func (Backend) Check(o lock.Options) error {
 	_, err := etcdoptions.Check(o)
 	return err
 }
+
+// LeaseTTL is the time to live of the lease that holds the lock o names:
+// the URL's ttl=, or its default; false when o.Path is no etcd:// URL
+// (Check says why).
+func (Backend) LeaseTTL(o lock.Options) (time.Duration, bool) { return etcdoptions.LeaseTTL(o) }
 
 // fmtAge renders a duration as the log lines of every backend do.
 func fmtAge(d time.Duration) string { return d.Round(time.Second).String() }

@@ -15,10 +15,10 @@ const (
 	EnvCUDA = "CUDA_VISIBLE_DEVICES" // the same, for CUDA programs
 )
 
-// holding is what a job runs under: a lock file (or device set), a lock of
+// jobLock is the lock a job runs under: a lock file (or device set), a lock of
 // another backend, or a parent's lock (nested). The supervisor does not
 // care which.
-type holding interface {
+type jobLock interface {
 	Lost() <-chan struct{}
 	Release() error
 	// NoteChild and RecordChild tell the lock the job's process group:
@@ -38,12 +38,13 @@ type holding interface {
 	jobStarted()
 }
 
-// fileLock is a lock file, or the devices of a device set.
-type fileLock struct{ *lock.Held }
+// heldFiles is a lock of lock files (lock.Held): one lock file, or the
+// devices of a device set.
+type heldFiles struct{ *lock.Held }
 
-func (h fileLock) liveFiles() []*os.File { return h.LiveFiles() }
-func (h fileLock) jobStarted()           { h.LeaveQueue() }
-func (h fileLock) env() []string {
+func (h heldFiles) liveFiles() []*os.File { return h.LiveFiles() }
+func (h heldFiles) jobStarted()           { h.LeaveQueue() }
+func (h heldFiles) env() []string {
 	env := []string{EnvLockPath + "=" + h.Path(), EnvLockToken + "=" + strings.Join(h.Tokens(), ",")}
 	if devs := h.Devices(); devs != nil {
 		names := strings.Join(devs, ",")
@@ -51,7 +52,7 @@ func (h fileLock) env() []string {
 	}
 	return env
 }
-func (h fileLock) logFields() []any {
+func (h heldFiles) logFields() []any {
 	if devs := h.Devices(); devs != nil {
 		return []any{"devices", strings.Join(devs, ",")}
 	}
@@ -93,29 +94,29 @@ func (h remoteLock) env() []string {
 func (remoteLock) logFields() []any { return nil }
 func (remoteLock) jobStarted()      {}
 
-// holdingOf wraps what a backend returned.
-func holdingOf(l lock.Locker) holding {
+// jobLockOf wraps what a backend returned.
+func jobLockOf(l lock.Locker) jobLock {
 	if h, ok := l.(*lock.Held); ok {
-		return fileLock{h}
+		return heldFiles{h}
 	}
 	return remoteLock{l}
 }
 
 // tryTake takes the lock (or devices) without waiting; contention is a
 // *lock.WaitError wrapping lock.ErrHeld.
-func tryTake(cfg Config) (holding, error) {
+func tryTake(cfg Config) (jobLock, error) {
 	l, err := cfg.backend().TryAcquire(cfg.Lock)
 	if err != nil {
 		return nil, err
 	}
-	return holdingOf(l), nil
+	return jobLockOf(l), nil
 }
 
 // take queues for the lock (or devices) until ctx ends.
-func take(ctx context.Context, cfg Config) (holding, error) {
+func take(ctx context.Context, cfg Config) (jobLock, error) {
 	l, err := cfg.backend().Acquire(ctx, cfg.Lock)
 	if err != nil {
 		return nil, err
 	}
-	return holdingOf(l), nil
+	return jobLockOf(l), nil
 }
