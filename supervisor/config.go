@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -143,13 +144,22 @@ func machineLocal(b lock.Backend) bool {
 	return !leased
 }
 
-// Validate reports what is wrong with cfg, touching nothing: the lock's
-// options as its backend checks them, and the job's durations (an
+// ErrNoCommand is Validate's refusal of a Config whose Argv names no
+// command.
+var ErrNoCommand = errors.New("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+
+// Validate reports what is wrong with cfg, touching nothing: a command
+// (ErrNoCommand), the lock's options as its backend checks them, and the
+// job's durations (an
 // *lock.OptionError naming wait, timeout or kill-after), KillAfter with
 // a lock.Leased backend's lock among them: under a third of its lease's
-// ttl, unless ContinueOnLost. Run checks the same; a program calls it to
-// refuse bad input before it starts.
+// ttl, unless ContinueOnLost. Run refuses what Validate refuses (status
+// ExitFailed, the error logged); a program calls it to refuse bad input
+// before it starts.
 func (cfg Config) Validate() error {
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return ErrNoCommand
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

@@ -65,8 +65,8 @@ func Run(ctx context.Context, cfg Config) int {
 	if cfg.Lock.HoldLimit == 0 {
 		cfg.Lock.HoldLimit = cfg.Timeout
 	}
-	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
-		log.Error("no command given: gpuexec [flags] -- COMMAND [ARG...]")
+	if err := cfg.Validate(); err != nil {
+		log.Error(err.Error())
 		return ExitFailed
 	}
 	path, code, err := findCommand(cfg.Argv[0])
