@@ -12,6 +12,20 @@ import (
 	"github.com/gpuexec/gpuexec/lock"
 )
 
+// sampleGap is the moment between the two readings of free memory that a
+// decision takes the smaller of: a blip in one reading (an allocation
+// freed and retaken) neither starts a job nor keeps it waiting for long.
+const sampleGap = 250 * time.Millisecond
+
+// freshSample is how old the previous reading may be and still count as
+// the second one of a decision (the waiter asks every second or so).
+const freshSample = 2 * time.Second
+
+// processesEvery is how often the processes on a refused device are read
+// again for the waiting line: who is in the way changes slowly, and each
+// read is one more nvidia-smi run.
+const processesEvery = 5 * time.Second
+
 // gate is the lock's Options.Admit for a job that needs free memory: a
 // device is admitted when the smaller of two readings a moment apart shows
 // at least the job's need free, on every device it stands for (a single

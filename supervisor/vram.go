@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
@@ -22,20 +21,6 @@ import (
 // with CUDA_VISIBLE_DEVICES, and for a job with --vram (whose memory was
 // checked in nvidia-smi's numbering) unless its environment sets it.
 const EnvDeviceOrder = "CUDA_DEVICE_ORDER"
-
-// sampleGap is the moment between the two readings of free memory that a
-// decision takes the smaller of: a blip in one reading (an allocation
-// freed and retaken) neither starts a job nor keeps it waiting for long.
-const sampleGap = 250 * time.Millisecond
-
-// freshSample is how old the previous reading may be and still count as
-// the second one of a decision (the waiter asks every second or so).
-const freshSample = 2 * time.Second
-
-// processesEvery is how often the processes on a refused device are read
-// again for the waiting line: who is in the way changes slowly, and each
-// read is one more nvidia-smi run.
-const processesEvery = 5 * time.Second
 
 // validateVRAM is Validate's part for Config.GPU, VRAM, Share, Reserve and
 // VRAMEnforce.
