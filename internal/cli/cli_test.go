@@ -139,9 +139,18 @@ func testMain(m *testing.M) int {
 		// Built beforehand, where no Go toolchain runs the tests
 		// (Windows test binaries under Wine: winetest/run).
 		gpuexecBin = prebuilt
-	} else if gpuexecBin, err = testsupport.Build(dir, "gpuexec", "github.com/gpuexec/gpuexec"); err != nil {
-		fmt.Fprintln(os.Stderr, "building gpuexec:", err)
-		return 1
+	} else {
+		// In a folder of its own, so that a PATH of that folder alone
+		// finds no other command (TestScripts).
+		bin := filepath.Join(dir, "bin")
+		if err := os.Mkdir(bin, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if gpuexecBin, err = testsupport.Build(bin, "gpuexec", "github.com/gpuexec/gpuexec"); err != nil {
+			fmt.Fprintln(os.Stderr, "building gpuexec:", err)
+			return 1
+		}
 	}
 	if helperBin, err = os.Executable(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -23,9 +23,10 @@ import (
 //
 // Each script runs in a folder of its own, $WORK, with:
 //
-//   - gpuexec, the real binary (built once, as a user builds it), first
-//     on PATH; $gpuexecdir is its folder alone (PATH=$gpuexecdir leaves a
-//     job no command to find);
+//   - gpuexec, the real binary TestMain built (as a user builds it), first
+//     on PATH; $gpuexecdir is its folder (alone there, so that
+//     PATH=$gpuexecdir leaves a job no command to find, except under
+//     Wine, where winetest/run's folder also holds the test binaries);
 //   - HOME=$WORK, TMPDIR=$WORK/tmp (where a gpuexec without --lock would
 //     take its lock), TZ=UTC, and no GPUEXEC_* variable of the test's own;
 //   - $LIVEPID, the pid of this test process (a holder that is alive
@@ -41,12 +42,7 @@ import (
 // machine's default lock.
 func TestScripts(t *testing.T) {
 	t.Parallel()
-	// In a folder of its own, so that PATH=$gpuexecdir finds nothing
-	// else.
-	bin, err := testsupport.Build(t.TempDir(), "gpuexec", "github.com/gpuexec/gpuexec")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := gpuexecBin
 	dead := testsupport.DeadPID(t)
 	// $WORK with its links resolved, as status prints the lock's path.
 	root, err := filepath.EvalSymlinks(t.TempDir())
