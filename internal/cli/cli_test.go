@@ -113,6 +113,10 @@ type jobDump struct {
 func TestMain(m *testing.M) {
 	// Run as nvidia-smi (the fake answers only nvidia-smi's queries).
 	gputest.Main()
+	// Run as a program of the scripts' jobs (TestScripts).
+	if tool := toolNamed(os.Args[0]); tool != nil {
+		os.Exit(tool(os.Args[1:]))
+	}
 	if role := os.Getenv(roleEnv); role != "" {
 		fn, ok := helperRoles[role]
 		if !ok {

@@ -1,9 +1,10 @@
-//go:build !windows
-
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,18 +32,34 @@ import (
 //     take its lock), TZ=UTC, and no GPUEXEC_* variable of the test's own;
 //   - $LIVEPID, the pid of this test process (a holder that is alive
 //     throughout), and $DEADPID, that of a process that has exited;
+//   - next on PATH, the programs of scriptTools (true, false, exitwith,
+//     env), which Windows lacks, played by this test binary on every OS so
+//     that a script runs alike everywhere;
 //
 // and these commands beside testscript's own:
 //
 //	exits CODE PROGRAM [ARG...]   run PROGRAM, which must exit with CODE
 //	expand FILE...                replace $VAR and ${VAR} in each FILE by its value
 //	backdate AGE FILE...          set each FILE's mtime AGE (a Go duration) ago; 0s: now
+//	entries DIR                   print the names in DIR, one a line, sorted (ls -A)
+//
+// What needs sh, signals or Unix paths is guarded ([unix], [exec:sh]).
 //
 // Every script passes --lock with a path under $WORK: none touches the
 // machine's default lock.
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	bin := gpuexecBin
+	tools := t.TempDir()
+	exe := "" // Windows finds a program by its name with .exe added
+	if strings.HasSuffix(helperBin, ".exe") {
+		exe = ".exe"
+	}
+	for name := range scriptTools {
+		if err := placeTool(helperBin, filepath.Join(tools, name+exe)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dead := testsupport.DeadPID(t)
 	// $WORK with its links resolved, as status prints the lock's path.
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -58,7 +75,7 @@ func TestScripts(t *testing.T) {
 			if err := os.Mkdir(tmp, 0o700); err != nil {
 				return err
 			}
-			e.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+e.Getenv("PATH"))
+			e.Setenv("PATH", strings.Join([]string{filepath.Dir(bin), tools, e.Getenv("PATH")}, string(os.PathListSeparator)))
 			e.Setenv("gpuexecdir", filepath.Dir(bin))
 			e.Setenv("HOME", e.WorkDir)
 			e.Setenv("TMPDIR", tmp)
@@ -72,6 +89,7 @@ func TestScripts(t *testing.T) {
 			"exits":    cmdExits,
 			"expand":   cmdExpand,
 			"backdate": cmdBackdate,
+			"entries":  cmdEntries,
 		},
 	})
 }
@@ -132,4 +150,83 @@ func cmdBackdate(ts *testscript.TestScript, neg bool, args []string) {
 	for _, f := range args[1:] {
 		ts.Check(os.Chtimes(ts.MkAbs(f), mt, mt))
 	}
+}
+
+// cmdEntries is "entries DIR": the names in DIR, dot files too, one a line
+// in sorted order, on stdout (as ls -A prints them, where no ls runs).
+func cmdEntries(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: entries DIR")
+	}
+	ents, err := os.ReadDir(ts.MkAbs(args[0]))
+	ts.Check(err)
+	for _, e := range ents {
+		fmt.Fprintln(ts.Stdout(), e.Name())
+	}
+}
+
+// scriptTools are the programs a script's jobs run, played by this test
+// binary when it is run by one of these names (see toolNamed): the same
+// on every OS, Windows, which has none of them, included.
+var scriptTools = map[string]func(args []string) int{
+	"true":  func([]string) int { return 0 },
+	"false": func([]string) int { return 1 },
+	// exitwith CODE: exit with CODE.
+	"exitwith": func(args []string) int {
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: exitwith CODE")
+			return 2
+		}
+		return helperRoles["exit"](args)
+	},
+	// env [NAME=VALUE...] PROGRAM [ARG...]: run PROGRAM with these
+	// variables set, and exit with its status, as env(1) does.
+	"env": func(args []string) int {
+		for len(args) > 0 && strings.Contains(args[0], "=") {
+			k, v, _ := strings.Cut(args[0], "=")
+			if err := os.Setenv(k, v); err != nil {
+				fmt.Fprintln(os.Stderr, "env:", err)
+				return 125
+			}
+			args = args[1:]
+		}
+		if len(args) == 0 {
+			fmt.Fprintln(os.Stderr, "usage: env [NAME=VALUE...] PROGRAM [ARG...]")
+			return 125
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee) && ee.ExitCode() >= 0:
+			return ee.ExitCode()
+		case errors.Is(err, exec.ErrNotFound):
+			fmt.Fprintln(os.Stderr, "env:", err)
+			return 127
+		}
+		fmt.Fprintln(os.Stderr, "env:", err)
+		return 126
+	},
+}
+
+// toolNamed is the script tool this process is run as (its argv[0]'s
+// base name, less an .exe), or nil.
+func toolNamed(argv0 string) func(args []string) int {
+	return scriptTools[strings.TrimSuffix(filepath.Base(argv0), ".exe")]
+}
+
+// placeTool makes path a copy of the binary bin: a hard link where the
+// file system allows one, else a copy.
+func placeTool(bin, path string) error {
+	if os.Link(bin, path) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o755)
 }
