@@ -218,12 +218,10 @@ func toolNamed(argv0 string) func(args []string) int {
 	return scriptTools[strings.TrimSuffix(filepath.Base(argv0), ".exe")]
 }
 
-// placeTool makes path a copy of the binary bin: a hard link where the
-// file system allows one, else a copy.
+// placeTool makes path a copy of the binary bin. A copy, not a hard link:
+// Windows refuses to remove a link to the image of a running program (this
+// test binary), and t.TempDir's cleanup would fail.
 func placeTool(bin, path string) error {
-	if os.Link(bin, path) == nil {
-		return nil
-	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return err
