@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/gpuexec/gpuexec/internal/escape"
 )
 
 // The text and JSON forms of what Inspect and Clear return: what `gpuexec
@@ -66,9 +68,9 @@ func writeQueue(b *strings.Builder, queue []Waiter) {
 		if !w.Alive {
 			continue
 		}
-		fmt.Fprintf(b, "\n  %d. %s/%s (pid %d", w.Position, printable(w.Owner), printable(w.Slug), w.PID)
+		fmt.Fprintf(b, "\n  %d. %s/%s (pid %d", w.Position, escape.Text(w.Owner), escape.Text(w.Slug), w.PID)
 		if !sameHost(w.Host) {
-			b.WriteString(" on " + printable(w.Host))
+			b.WriteString(" on " + escape.Text(w.Host))
 		}
 		b.WriteString(") waiting")
 		if t, err := time.Parse(time.RFC3339Nano, w.Since); err == nil {
