@@ -6,7 +6,6 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,47 +80,5 @@ func TestWordsThatAreKept(t *testing.T) {
 				t.Errorf("stderr: %q", r.stderr)
 			}
 		})
-	}
-}
-
-// A --lock shaped like a URL or HOST:PORT that is not etcd:// (a mistyped
-// etcd URL) is refused by run, status and clear, from the flag or the
-// variable, with one line naming etcd://, and nothing is made in the
-// working folder: taken as a path it would be a lock of this machine
-// alone, and jobs on other machines would no longer be excluded.
-func TestURLShapedLockIsRefused(t *testing.T) {
-	t.Parallel()
-	urls := []string{
-		"http://127.0.0.1:2379/gpuexec/x", "https://etcd.example:2379/gpuexec/x", "etcd3://h:2379/k",
-		"etcd:/h:2379/k", "etcd:h:2379/k", "127.0.0.1:2379/gpuexec/x", "host:2379/gpuexec/x",
-	}
-	commands := map[string][]string{
-		"run":    {"--wait", "0", "--", helperBin, "0"},
-		"status": {"status"},
-		"clear":  {"clear", "--force"},
-	}
-	for _, url := range urls {
-		for name, args := range commands {
-			for _, byVariable := range []bool{false, true} {
-				t.Run(name+" "+url+map[bool]string{true: " from GPUEXEC_LOCK"}[byVariable], func(t *testing.T) {
-					t.Parallel()
-					work := t.TempDir()
-					env := []string{role("exit"), "TMPDIR=" + t.TempDir()}
-					a := slices.Clone(args)
-					if byVariable {
-						env = append(env, "GPUEXEC_LOCK="+url)
-					} else {
-						a = append([]string{"--lock", url}, a...)
-					}
-					cmd := gpuexecCmd(env, a...)
-					cmd.Dir = work
-					r := startProc(t, cmd).wait(t)
-					wantRefused(t, r, "is shaped like a URL or HOST:PORT, not a lock file's path: an etcd lock is etcd://HOST:PORT/KEY")
-					if ents, _ := os.ReadDir(work); len(ents) > 0 {
-						t.Errorf("made in the working folder: %v", ents)
-					}
-				})
-			}
-		}
 	}
 }
