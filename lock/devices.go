@@ -57,9 +57,9 @@ func notIndex(n string) string {
 	case allDigits(n):
 		return fmt.Sprintf("names device %s: an index is at most %d", n, maxIndex)
 	case strings.HasPrefix(strings.ToUpper(n), "GPU-") || strings.HasPrefix(strings.ToUpper(n), "MIG-"):
-		return fmt.Sprintf("names %q, a UUID: a device's lock is named by its index (nvidia-smi's), so that one card is one lock", printable(SafeName(n)))
+		return fmt.Sprintf("names %q, a UUID: a device's lock is named by its index (nvidia-smi's), so that one card is one lock", SafeName(n))
 	}
-	return fmt.Sprintf("names %q, which is not a GPU index (0, 1, 2, ...)", printable(SafeName(n)))
+	return fmt.Sprintf("names %q, which is not a GPU index (0, 1, 2, ...)", SafeName(n))
 }
 
 func parseDevices(list string, count int) ([]string, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
@@ -40,8 +41,8 @@ func TestCheckNameAndPrintable(t *testing.T) {
 			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
 				t.Errorf("checkName(%q) = %v, want an error with %q", tt.in, err, tt.bad)
 			}
-			if got := printable(tt.in); got != tt.printable {
-				t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.printable)
+			if got := escape.Text(tt.in); got != tt.printable {
+				t.Errorf("escape.Text(%q) = %q, want %q", tt.in, got, tt.printable)
 			}
 			safe := SafeName(tt.in)
 			if checkName(safe) != nil || len(safe) > maxNameLen {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
@@ -159,7 +160,7 @@ func judge(s *Status, now time.Time, staleAfter time.Duration, p prober) {
 			setStale("no heartbeat for %s (stale after %s)", fmtAge(s.HeartbeatAge), staleAfter)
 			return
 		}
-		setHeld("held from host %s: only its heartbeat can be checked", printable(info.Host))
+		setHeld("held from host %s: only its heartbeat can be checked", escape.Text(info.Host))
 		return
 	}
 	gone := ""

@@ -108,8 +108,11 @@ func DefaultOwner() string {
 }
 
 // SafeName makes s fit to record as an owner or slug when it was not given
-// by the user but found (the login name, a command's base name): control
-// characters are escaped and it is cut to 256 bytes.
+// by the user but found (the login name, a command's base name): each rune
+// that strconv.IsPrint calls unprintable is written as Go writes it in a
+// quoted string (\n, \x1b, \u202e), each byte that is not valid UTF-8 as
+// \x and two hex digits, and the result is cut to at most 256 bytes of
+// valid UTF-8. SafeName of its own result is that result.
 func SafeName(s string) string { return safeName(s) }
 
 // Acquire queues for the lock (or Need of the devices) until it holds it or

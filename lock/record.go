@@ -9,12 +9,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
@@ -32,7 +32,7 @@ func (i *Info) Holder() string {
 	if i == nil {
 		return "an unknown holder"
 	}
-	owner, slug := printable(i.Owner), printable(i.Slug)
+	owner, slug := escape.Text(i.Owner), escape.Text(i.Slug)
 	if owner == "" {
 		owner = "?"
 	}
@@ -41,7 +41,7 @@ func (i *Info) Holder() string {
 	}
 	s := fmt.Sprintf("%s/%s (pid %d", owner, slug, i.PID)
 	if i.Host != "" && i.Host != proc.HostName() {
-		s += " on " + printable(i.Host)
+		s += " on " + escape.Text(i.Host)
 	}
 	return s + ")"
 }
@@ -128,7 +128,7 @@ func parseRecord(b []byte) (*Info, error) {
 	case !validToken(info.Token):
 		// The token names the holder's liveness file: anything but the
 		// seed's 16 lowercase hex digits could name another path.
-		return nil, fmt.Errorf("%w: token %q is not 16 lowercase hex digits", errBadRecord, printable(SafeName(info.Token)))
+		return nil, fmt.Errorf("%w: token %q is not 16 lowercase hex digits", errBadRecord, SafeName(info.Token))
 	case info.ChildPGID < 0 || info.ChildPGID > math.MaxInt32:
 		return nil, fmt.Errorf("%w: childPgid %d cannot name a process group", errBadRecord, info.ChildPGID)
 	}
@@ -209,9 +209,9 @@ func checkName(s string) error {
 
 // safeName makes s fit to record as an owner or slug when it was not given
 // by the user but found (the login name, a command's base name): control
-// characters are escaped (see printable) and it is cut to maxNameLen bytes.
+// characters are escaped (see escape.Text) and it is cut to maxNameLen bytes.
 func safeName(s string) string {
-	s = printable(s)
+	s = escape.Text(s)
 	if len(s) <= maxNameLen {
 		return s
 	}
@@ -220,38 +220,6 @@ func safeName(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
-}
-
-// printable is s as it may be shown on a terminal or in a log line: what
-// another process wrote into a record or ticket (the seed's Node tool takes
-// any owner) may hold newlines, escape sequences or invalid UTF-8, which
-// are shown escaped (\n, \x1b, \u202e) instead of acting on the terminal.
-func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !strconv.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
-			b.WriteRune(r)
-		default:
-			q := strconv.QuoteRuneToASCII(r) // '\n', '\x1b', '\u202e'
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += n
-	}
-	return b.String()
 }
 
 var (

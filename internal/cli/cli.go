@@ -15,16 +15,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/etcdhelper"
 	"github.com/gpuexec/gpuexec/internal/etcdurl"
 	"github.com/gpuexec/gpuexec/internal/logfile"
@@ -672,26 +670,15 @@ func showStatus(c *cli.Context, stdout io.Writer, o lock.Options, b lock.Backend
 	return nil
 }
 
-// printJSON prints v as one JSON line. What other processes wrote into a
-// lock (the Node tool takes any owner) is printed escaped: encoding/json
-// escapes control characters below U+0020 but passes DEL, C1 controls and
-// format characters (U+202E) through, which act on a terminal.
+// printJSON prints v as one JSON line, with what other processes wrote
+// into a lock (the Node tool takes any owner) escaped so that it cannot act
+// on a terminal (see escape.JSON).
 func printJSON(stdout io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return failed("%v", err)
 	}
-	var out strings.Builder
-	for _, r := range string(b) {
-		if r < utf8.RuneSelf && r != 0x7f || strconv.IsPrint(r) {
-			out.WriteRune(r)
-			continue
-		}
-		for _, u := range utf16.Encode([]rune{r}) {
-			fmt.Fprintf(&out, `\u%04x`, u)
-		}
-	}
-	fmt.Fprintln(stdout, out.String())
+	fmt.Fprintln(stdout, string(escape.JSON(b)))
 	return nil
 }
 

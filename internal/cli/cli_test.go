@@ -7,7 +7,6 @@ package cli
 // Unix-only behaviour (signals, process groups) is in cli_unix_test.go.
 
 import (
-	"bytes"
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
@@ -113,6 +112,10 @@ type jobDump struct {
 func TestMain(m *testing.M) {
 	// Run as nvidia-smi (the fake answers only nvidia-smi's queries).
 	gputest.Main()
+	// Run as a program of the scripts' jobs (TestScripts).
+	if tool := toolNamed(os.Args[0]); tool != nil {
+		os.Exit(tool(os.Args[1:]))
+	}
 	if role := os.Getenv(roleEnv); role != "" {
 		fn, ok := helperRoles[role]
 		if !ok {
@@ -139,9 +142,18 @@ func testMain(m *testing.M) int {
 		// Built beforehand, where no Go toolchain runs the tests
 		// (Windows test binaries under Wine: winetest/run).
 		gpuexecBin = prebuilt
-	} else if gpuexecBin, err = testsupport.Build(dir, "gpuexec", "github.com/gpuexec/gpuexec"); err != nil {
-		fmt.Fprintln(os.Stderr, "building gpuexec:", err)
-		return 1
+	} else {
+		// In a folder of its own, so that a PATH of that folder alone
+		// finds no other command (TestScripts).
+		bin := filepath.Join(dir, "bin")
+		if err := os.Mkdir(bin, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if gpuexecBin, err = testsupport.Build(bin, "gpuexec", "github.com/gpuexec/gpuexec"); err != nil {
+			fmt.Fprintln(os.Stderr, "building gpuexec:", err)
+			return 1
+		}
 	}
 	if helperBin, err = os.Executable(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -487,207 +499,6 @@ func lines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-func TestExitStatusIsTheJobs(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name string
-		sub  []string // subcommand before the flags
-		code string
-		want int
-	}{
-		{"zero", nil, "0", 0},
-		{"three", nil, "3", 3},
-		{"high", nil, "200", 200},
-		{"run subcommand", []string{"run"}, "4", 4},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			args := append(slices.Clone(tc.sub), "--lock", lock, "--", helperBin, tc.code)
-			r := gx(t, []string{role("exit")}, args...)
-			wantCode(t, r, tc.want)
-			for _, s := range []string{"acquired GPU lock", "job started", "job exited", "releasing GPU lock"} {
-				if !strings.Contains(r.stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
-				}
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
-}
-
-// Every failure of gpuexec's own is status 125, one line on stderr, and
-// leaves no lock behind.
-func TestOwnFailuresAre125(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name string
-		// args builds the command line; lock is a path in a folder that
-		// does not exist yet, tmp a scratch folder.
-		args func(t *testing.T, lock, tmp string) []string
-		env  []string
-		// stderr is a substring the one line must have.
-		stderr string
-		// lockDirMayExist: the failure comes after gpuexec started
-		// using the lock path.
-		lockDirMayExist bool
-	}{
-		{name: "unknown flag", stderr: "bogus", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--bogus", "--", helperBin, "0"}
-		}},
-		{name: "bad duration flag", stderr: "wait", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--wait", "xyz", "--", helperBin, "0"}
-		}},
-		{name: "bad duration in environment", stderr: "GPUEXEC_WAIT", env: []string{"GPUEXEC_WAIT=xyz"}, args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--", helperBin, "0"}
-		}},
-		{name: "duration without a unit", stderr: `--wait: "5" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--wait", "5", "--", helperBin, "0"}
-		}},
-		{name: "duration in days", stderr: `--timeout: "1d" is not a duration; use 5s, 20m or 1h30m`, args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--timeout", "1d", "--", helperBin, "0"}
-		}},
-		{name: "duration without a unit in environment", stderr: `GPUEXEC_WAIT: "5" is not a duration; use 5s, 20m or 1h30m`, env: []string{"GPUEXEC_WAIT=5"}, args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--", helperBin, "0"}
-		}},
-		{name: "negative wait", stderr: "--wait", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--wait", "-1s", "--", helperBin, "0"}
-		}},
-		{name: "zero poll", stderr: "--poll", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--poll", "0", "--", helperBin, "0"}
-		}},
-		{name: "heartbeat equal to stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--heartbeat", "1m", "--stale", "1m", "--", helperBin, "0"}
-		}},
-		{name: "heartbeat above stale", stderr: "--heartbeat", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--heartbeat", "2h", "--", helperBin, "0"}
-		}},
-		{name: "unknown signal", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--signal", "NOSUCH", "--", helperBin, "0"}
-		}},
-		{name: "signal zero", stderr: "--signal", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--signal", "0", "--", helperBin, "0"}
-		}},
-		{name: "bogus on-lost", stderr: "--on-lost", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--on-lost", "bogus", "--", helperBin, "0"}
-		}},
-		{name: "no command after --", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock, "--"}
-		}},
-		{name: "no command at all", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"--lock", lock}
-		}},
-		{name: "run without command", stderr: "no command", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"run", "--lock", lock, "--"}
-		}},
-		{name: "status with an argument", stderr: "status", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"status", "--lock", lock, "extra"}
-		}},
-		{name: "clear with unknown flag", stderr: "bogus", args: func(t *testing.T, lock, tmp string) []string {
-			return []string{"clear", "--lock", lock, "--bogus"}
-		}},
-		{name: "log under a regular file", stderr: "--log", args: func(t *testing.T, lock, tmp string) []string {
-			file := filepath.Join(tmp, "file")
-			if err := os.WriteFile(file, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"--lock", lock, "--log", filepath.Join(file, "gpuexec.log"), "--", helperBin, "0"}
-		}},
-		{name: "lock folder is a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
-			file := filepath.Join(tmp, "file")
-			if err := os.WriteFile(file, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"--lock", filepath.Join(file, "gpu.lock"), "--", helperBin, "0"}
-		}},
-		{name: "lock path is a folder", stderr: "not a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
-			if err := os.MkdirAll(lock, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"--lock", lock, "--", helperBin, "0"}
-		}},
-		{name: "lock path is a folder, --wait 0", stderr: "not a regular file", lockDirMayExist: true, args: func(t *testing.T, lock, tmp string) []string {
-			if err := os.MkdirAll(lock, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"--lock", lock, "--wait", "0", "--", helperBin, "0"}
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			tmp := t.TempDir()
-			args := tc.args(t, lock, tmp)
-			// Were gpuexec to run the job anyway, it would exit 0.
-			env := append([]string{role("exit")}, tc.env...)
-			r := gx(t, env, args...)
-			wantCode(t, r, 125)
-			if l := lines(r.stderr); len(l) != 1 || !strings.HasSuffix(r.stderr, "\n") {
-				t.Errorf("stderr is %d lines, want exactly one:\n%s", len(l), r.stderr)
-			}
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout: %q", r.stdout)
-			}
-			if !tc.lockDirMayExist {
-				if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
-					t.Errorf("the lock's folder was created (%v)", err)
-				}
-				return
-			}
-			// The lock path, if it was a folder, is untouched.
-			if fi, err := os.Lstat(lock); err == nil {
-				if !fi.IsDir() {
-					t.Errorf("lock file %s left behind", lock)
-				} else if ents, _ := os.ReadDir(lock); len(ents) > 0 {
-					t.Errorf("gpuexec wrote into the folder named as lock: %v", ents)
-				}
-			}
-			wantOnlyGuardOrLockDir(t, dir)
-		})
-	}
-}
-
-// wantOnlyGuardOrLockDir is wantOnlyGuard allowing the folder named as the
-// lock itself.
-func wantOnlyGuardOrLockDir(t *testing.T, dir string) {
-	t.Helper()
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.Name() != "gpu.lock.guard" && !(e.Name() == "gpu.lock" && e.IsDir()) {
-			t.Errorf("left behind in the lock folder: %s", e.Name())
-		}
-	}
-}
-
-// Everything after "--" is the child's: a command named like a subcommand is
-// looked up as a command.
-func TestCommandNotFoundIs127(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"no-such-command-gpuexec-test", "status", "clear", "run"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			empty := t.TempDir()
-			r := gx(t, []string{"PATH=" + empty}, "--lock", lock, "--", name, "--json")
-			wantCode(t, r, 127)
-			if !strings.Contains(r.stderr, name+": command not found") {
-				t.Errorf("stderr does not say %q is not found:\n%s", name, r.stderr)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout %q: did a subcommand run?", r.stdout)
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
-}
-
 func TestDeferredWhileHeld(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
@@ -878,125 +689,6 @@ func TestLockRecord(t *testing.T) {
 	}
 }
 
-func TestStatusAndClearOfHandWrittenLocks(t *testing.T) {
-	t.Parallel()
-	dead := testsupport.DeadPID(t)
-	self := os.Getpid()
-	cases := []struct {
-		name    string
-		content []byte // nil: no lock file
-		age     time.Duration
-		state   string
-		human   []string // substrings of status's line
-		reason  string   // substring of staleReason
-		clear   int      // clear's status
-	}{
-		{name: "free", state: "free", human: []string{"free"}, clear: 0},
-		{
-			name: "dead pid", content: seedRecord(dead, "ghost", "old", "0123456789abcdef"),
-			state: "stale", human: []string{"stale", fmt.Sprintf("ghost/old (pid %d)", dead), fmt.Sprintf("pid %d", dead)},
-			reason: fmt.Sprintf("pid %d", dead), clear: 0,
-		},
-		{
-			name: "live pid, old heartbeat", content: seedRecord(self, "me", "slow", "fedcba9876543210"), age: 2 * time.Hour,
-			state: "stale", human: []string{"stale", "heartbeat"}, reason: "heartbeat", clear: 0,
-		},
-		{
-			name: "live pid, fresh heartbeat", content: seedRecord(self, "me", "busy", "00112233aabbccdd"),
-			state: "held", human: []string{fmt.Sprintf("me/busy (pid %d)", self), "alive"}, clear: 1,
-		},
-		{name: "empty, fresh", content: []byte{}, state: "held", human: []string{"alive"}, clear: 1},
-		{name: "empty, 30s old", content: []byte{}, age: 30 * time.Second, state: "stale", human: []string{"stale"}, reason: "no valid record", clear: 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockInFolder(t)
-			if tc.content != nil {
-				writeLock(t, lock, tc.content, tc.age)
-			}
-			// An empty file is held for 10 s from its mtime: keep a
-			// fresh one fresh, however slow the machine.
-			refresh := func() {
-				if tc.content != nil && tc.age == 0 {
-					now := time.Now()
-					os.Chtimes(lock, now, now)
-				}
-			}
-			gx := func(t *testing.T, env []string, args ...string) result {
-				t.Helper()
-				refresh()
-				return gx(t, env, args...)
-			}
-			statusJSON := func(t *testing.T, lock string) map[string]any {
-				t.Helper()
-				refresh()
-				return testsupport.StatusJSON(t, long, gpuexecBin, lock)
-			}
-			r := gx(t, nil, "status", "--lock", lock)
-			wantCode(t, r, 0)
-			if l := lines(r.stdout); len(l) != 2 || l[1] != readLineOf(t, lock) {
-				t.Errorf("status printed %q, want the lock's line, then %q", r.stdout, readLineOf(t, lock))
-			}
-			for _, s := range tc.human {
-				if !strings.Contains(r.stdout, s) {
-					t.Errorf("status %q lacks %q", r.stdout, s)
-				}
-			}
-			if tc.state == "free" && r.stdout != "free\n"+readLineOf(t, lock)+"\n" {
-				t.Errorf("status %q, want free", r.stdout)
-			}
-			if tc.state == "held" && strings.Contains(r.stdout, "stale") {
-				t.Errorf("status %q of a held lock says stale", r.stdout)
-			}
-
-			m := statusJSON(t, lock)
-			if m["state"] != tc.state {
-				t.Errorf("status --json state %v, want %s: %v", m["state"], tc.state, m)
-			}
-			if alive := m["alive"] == true; alive != (tc.state == "held") {
-				t.Errorf("alive %v for a %s lock", m["alive"], tc.state)
-			}
-			if tc.state == "stale" {
-				if s, _ := m["staleReason"].(string); !strings.Contains(s, tc.reason) {
-					t.Errorf("staleReason %q lacks %q", s, tc.reason)
-				}
-			}
-			if tc.state != "free" {
-				if _, ok := m["heartbeatAgeSeconds"].(float64); !ok {
-					t.Errorf("no heartbeatAgeSeconds: %v", m)
-				}
-			}
-
-			r = gx(t, nil, "clear", "--lock", lock)
-			wantCode(t, r, tc.clear)
-			if tc.clear == 1 {
-				if !lockExists(lock) {
-					t.Fatal("clear removed a live holder's lock")
-				}
-				if b, _ := os.ReadFile(lock); !bytes.Equal(b, tc.content) {
-					t.Errorf("clear changed the lock to %q", b)
-				}
-				if len(lines(r.stderr)) != 1 || !strings.Contains(r.stderr, "--force") {
-					t.Errorf("clear's refusal %q: want one line mentioning --force", r.stderr)
-				}
-				r = gx(t, nil, "clear", "--lock", lock, "--force")
-				wantCode(t, r, 0)
-			}
-			// The result is said once, on stdout.
-			said := "cleared"
-			if tc.state == "free" {
-				said = "free: nothing to clear"
-			}
-			if !strings.HasPrefix(r.stdout, said) || r.stderr != "" {
-				t.Errorf("clear: want its result on stdout alone; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
-}
-
 func TestStatusAndClearOfLiveGpuexec(t *testing.T) {
 	t.Parallel()
 	dir, lock := lockIn(t)
@@ -1128,93 +820,6 @@ func contextRun(timeout time.Duration, name string, env []string, args ...string
 	return cmd.ProcessState.ExitCode(), string(out), nil
 }
 
-// A command that is not found and is named like a subcommand gets a hint on
-// its error line; it is still looked up and reported as a command (127).
-func TestTypoOfASubcommandGetsAHint(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		args []string
-		hint string // "": none
-	}{
-		{[]string{"stauts"}, `stauts: command not found; did you mean "gpuexec status"?`},
-		{[]string{"claer", "--force"}, `claer: command not found; did you mean "gpuexec clear"?`},
-		{[]string{"--", "statsu", "--json"}, `statsu: command not found; did you mean "gpuexec status"?`},
-		{[]string{"no-such-command-gpuexec-test"}, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.args[0], func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			empty := t.TempDir()
-			r := gx(t, []string{"PATH=" + empty}, append([]string{"--lock", lock}, tc.args...)...)
-			wantCode(t, r, 127)
-			if tc.hint != "" && !strings.Contains(r.stderr, tc.hint) {
-				t.Errorf("stderr lacks %q:\n%s", tc.hint, r.stderr)
-			}
-			if tc.hint == "" && strings.Contains(r.stderr, "did you mean") {
-				t.Errorf("a hint for a name like no subcommand:\n%s", r.stderr)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout %q: did a subcommand run?", r.stdout)
-			}
-			wantNoLock(t, lock)
-			wantOnlyGuard(t, dir)
-		})
-	}
-}
-
-// Flags given before a subcommand are its own (gpuexec --lock PATH status,
-// as git and docker users write it): status and clear act on the lock they
-// name, never on the default; one given after the subcommand wins, and the
-// command line wins over GPUEXEC_*. A flag that chooses the lock and that
-// the subcommand does not take is refused.
-func TestFlagsBeforeASubcommand(t *testing.T) {
-	t.Parallel()
-	_, lock := lockIn(t)
-	_, other := lockInFolder(t)
-	h := startHolder(t, lock)
-	held := fmt.Sprintf("held by %s/%s (pid %d)", holderOwner, holderSlug, h.p.pid())
-	cases := []struct {
-		name   string
-		env    []string
-		args   []string
-		want   int
-		stdout string // a prefix of stdout
-		stderr string // a substring of stderr
-	}{
-		{name: "status", args: []string{"--lock", lock, "status"}, stdout: held},
-		{name: "status --json", args: []string{"--lock", lock, "status", "--json"}, stdout: `{`, stderr: ""},
-		{name: "given after wins", args: []string{"--lock", lock, "status", "--lock", other}, stdout: "free"},
-		{name: "command line wins over the variable", env: []string{"GPUEXEC_LOCK=" + other}, args: []string{"--lock", lock, "status"}, stdout: held},
-		{name: "variable", env: []string{"GPUEXEC_LOCK=" + lock}, args: []string{"status"}, stdout: held},
-		{name: "job flags are let be", args: []string{"--owner", "me", "--wait", "0", "--lock", lock, "status"}, stdout: held},
-		{name: "clear", args: []string{"--lock", lock, "clear"}, want: 1, stderr: held},
-		{name: "run", env: []string{role("exit")}, args: []string{"--lock", lock, "--wait", "0", "run", "--", helperBin, "0"}, want: 75, stderr: "--wait 0"},
-		{name: "clear takes no --gpus", args: []string{"--gpus", "0", "clear", "--lock", other}, want: 125, stderr: "clear takes no --gpus"},
-		{name: "GPUEXEC_GPUS does not reach clear", env: []string{"GPUEXEC_GPUS=0"}, args: []string{"--lock", other, "clear"}, stdout: "free"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := gx(t, tc.env, tc.args...)
-			wantCode(t, r, tc.want)
-			if !strings.HasPrefix(r.stdout, tc.stdout) {
-				t.Errorf("stdout %q, want it to begin with %q", r.stdout, tc.stdout)
-			}
-			if !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
-			}
-			if tc.want == 125 && len(lines(r.stderr)) != 1 {
-				t.Errorf("stderr is not one line:\n%s", r.stderr)
-			}
-		})
-	}
-	if m := testsupport.StatusJSON(t, long, gpuexecBin, lock); m["owner"] != holderOwner {
-		t.Errorf("the holder's lock changed: %v", m)
-	}
-	h.release()
-	wantCode(t, h.p.wait(t), 0)
-}
-
 // status --check prints as usual and exits 0 when free, 1 when held by a
 // live holder, 2 when stale, 125 when the lock cannot be read; with --gpus,
 // 0 when a device is free, else 2 when one is stale, else 1.
@@ -1328,40 +933,6 @@ func TestStatusNamesDeviceLocksBeside(t *testing.T) {
 	wantCode(t, h.p.wait(t), 0)
 }
 
-// --help shows durations as DURATION, says that a forwarded Ctrl+C or
-// SIGTERM also ends in SIGKILL after --kill-after, lists the exit statuses
-// and gives three examples; a subcommand's help says that flags may come
-// before it.
-func TestHelp(t *testing.T) {
-	t.Parallel()
-	r := gx(t, nil, "--help")
-	wantCode(t, r, 0)
-	for _, s := range []string{
-		"--wait DURATION", "--timeout DURATION", "--kill-after DURATION", "(default: 2h30m)",
-		"--signal NAME", "forwarded Ctrl+C, SIGTERM or SIGHUP",
-		"EXIT STATUS:", "124", "123", "75", "125", "126, 127", "128+N", "130, 143", "status --check: 0 free, 1 held, 2 stale",
-		"EXAMPLES:", "completion",
-	} {
-		if !strings.Contains(r.stdout, s) {
-			t.Errorf("--help lacks %q:\n%s", s, r.stdout)
-		}
-	}
-	if strings.Contains(r.stdout, "DURATION value") || strings.Contains(r.stdout, "--wait value") {
-		t.Errorf("--help shows a duration as value:\n%s", r.stdout)
-	}
-	_, examples, _ := strings.Cut(r.stdout, "EXAMPLES:\n")
-	if n := len(lines(examples)); n != 3 {
-		t.Errorf("--help gives %d examples, want 3:\n%s", n, examples)
-	}
-	for _, sub := range []string{"status", "clear", "run"} {
-		r := gx(t, nil, sub, "--help")
-		wantCode(t, r, 0)
-		if !strings.Contains(r.stdout, "Flags may also come before the subcommand") {
-			t.Errorf("%s --help does not say flags may come before it:\n%s", sub, r.stdout)
-		}
-	}
-}
-
 // --version prints the version and, when the binary was built in a git
 // checkout, its VCS revision from the build info.
 func TestVersion(t *testing.T) {
@@ -1404,54 +975,5 @@ func TestVersion(t *testing.T) {
 	}
 	if rev := strings.TrimSpace(string(head)); len(rev) < 12 || !strings.Contains(r.stdout, "(rev "+rev[:12]) {
 		t.Errorf("--version printed %q, want the revision %.12s", r.stdout, rev)
-	}
-}
-
-// gpuexec completion SHELL prints a script for each shell; a shell that is
-// installed here checks its syntax; fish (static) completes a subcommand.
-func TestCompletionScripts(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		shell string
-		has   string
-		check []string // a syntax check, run with the script's path added
-	}{
-		{"bash", "complete -o bashdefault -o default -F _gpuexec_complete gpuexec", []string{"bash", "-n"}},
-		{"zsh", "#compdef gpuexec", []string{"zsh", "-n"}},
-		{"fish", "complete -c gpuexec", []string{"fish", "-n"}},
-		{"powershell", "Register-ArgumentCompleter -Native -CommandName gpuexec, gpuexec.exe", []string{"pwsh", "-NoProfile", "-NonInteractive", "-File"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.shell, func(t *testing.T) {
-			t.Parallel()
-			r := gx(t, nil, "completion", tc.shell)
-			wantCode(t, r, 0)
-			if !strings.Contains(r.stdout, tc.has) || strings.Contains(r.stdout, "`") {
-				t.Errorf("completion %s lacks %q (or has a backquote):\n%s", tc.shell, tc.has, r.stdout)
-			}
-			if _, err := exec.LookPath(tc.check[0]); err != nil {
-				t.Logf("no %s here: syntax not checked", tc.check[0])
-				return
-			}
-			script := filepath.Join(t.TempDir(), "completion."+tc.shell)
-			if err := os.WriteFile(script, []byte(r.stdout), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			args := append(slices.Clone(tc.check[1:]), script)
-			if out, err := exec.Command(tc.check[0], args...).CombinedOutput(); err != nil {
-				t.Errorf("%v: %v\n%s", append(tc.check[:1], args...), err, out)
-			}
-			if tc.shell == "fish" {
-				out, err := exec.Command("fish", "--no-config", "-c", "source "+script+"; complete -C 'gpuexec stat'").CombinedOutput()
-				if err != nil || !strings.HasPrefix(string(out), "status\t") {
-					t.Errorf("fish completes gpuexec stat as %q (%v), want status", out, err)
-				}
-			}
-		})
-	}
-	r := gx(t, nil, "completion", "tcsh")
-	wantCode(t, r, 125)
-	if len(lines(r.stderr)) != 1 {
-		t.Errorf("completion tcsh: stderr %q, want one line", r.stderr)
 	}
 }

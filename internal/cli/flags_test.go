@@ -28,40 +28,6 @@ func wantRefusedEarly(t *testing.T, r result, dir, want string) {
 	}
 }
 
-// A duration written with a leading "-" is refused in one line, however
-// small (Go reads -0.0000000001s as 0), for every duration flag and its
-// variable; so is one past Go's longest duration, saying so.
-func TestDurationsOutOfRangeAreRefused(t *testing.T) {
-	t.Parallel()
-	flags := map[string]string{
-		"wait": "GPUEXEC_WAIT", "poll": "GPUEXEC_POLL", "report": "GPUEXEC_REPORT",
-		"heartbeat": "GPUEXEC_HEARTBEAT", "stale": "GPUEXEC_STALE", "timeout": "GPUEXEC_TIMEOUT",
-		"kill-after": "GPUEXEC_KILL_AFTER",
-	}
-	for flag, variable := range flags {
-		for _, tc := range []struct{ value, why string }{
-			{"-0.0000000001s", "is negative"},
-			{"-1ns", "is negative"},
-			{"-0", "is negative"},
-			{"10000000h", "is longer than the longest duration, 2562047h"},
-		} {
-			for _, fromEnv := range []bool{false, true} {
-				name, args, env := "--"+flag, []string{"--" + flag, tc.value}, []string(nil)
-				if fromEnv {
-					name, args, env = variable, nil, []string{variable + "=" + tc.value}
-				}
-				t.Run(name+"="+tc.value, func(t *testing.T) {
-					t.Parallel()
-					dir, lock := lockIn(t)
-					args := append(append([]string{"--lock", lock}, args...), "--", helperBin, "0")
-					r := gx(t, tmpEnv(t, append(env, role("exit"))...), args...)
-					wantRefusedEarly(t, r, dir, name+": "+quote(tc.value)+" "+tc.why)
-				})
-			}
-		}
-	}
-}
-
 // --wait forever (inf, infinity, any case) queues without a deadline: its
 // waiting line has no "defers in", and it takes the lock once it is free.
 // -1 stays refused, pointing to forever.

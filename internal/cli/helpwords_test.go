@@ -10,38 +10,6 @@ import (
 	"testing"
 )
 
-// gpuexec help and gpuexec version answer as --help and --version; a
-// command named help still runs after "--".
-func TestHelpAndVersionAsWords(t *testing.T) {
-	t.Parallel()
-	for _, tc := range [][2][]string{
-		{{"help"}, {"--help"}},
-		{{"help", "status"}, {"--help", "status"}},
-		{{"version"}, {"--version"}},
-	} {
-		t.Run(strings.Join(tc[0], " "), func(t *testing.T) {
-			t.Parallel()
-			got, want := gx(t, nil, tc[0]...), gx(t, nil, tc[1]...)
-			wantCode(t, got, 0)
-			if got.stdout != want.stdout || got.stdout == "" || got.stderr != "" {
-				t.Errorf("gpuexec %s printed\n%s\n(stderr %q), want what gpuexec %s prints:\n%s",
-					strings.Join(tc[0], " "), got.stdout, got.stderr, strings.Join(tc[1], " "), want.stdout)
-			}
-		})
-	}
-	t.Run("-- help", func(t *testing.T) {
-		t.Parallel()
-		dir, lock := lockIn(t)
-		r := gx(t, tmpEnv(t, "PATH="+t.TempDir()), "--lock", lock, "--", "help")
-		wantCode(t, r, 127)
-		if !strings.Contains(r.stderr, "help: command not found") || r.stdout != "" {
-			t.Errorf("gpuexec -- help did not look for a command help:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
-		}
-		wantNoLock(t, lock)
-		wantOnlyGuard(t, dir)
-	})
-}
-
 // The help of a few flags: --gpu-count has one default, --log-format names
 // its values, status's --reserve says what it is for there.
 func TestFlagHelpLines(t *testing.T) {
@@ -74,37 +42,6 @@ func TestFlagHelpLines(t *testing.T) {
 		if !strings.Contains(help.stdout, s) {
 			t.Errorf("--help lacks %q", s)
 		}
-	}
-}
-
-// After a flag that takes one of a few values, completion offers them;
-// after another flag that takes a value, nothing (the shell completes a
-// file name).
-func TestCompletionOffersValues(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--on-lost"}, "stop\ncontinue\n"},
-		{[]string{"run", "--on-lost"}, "stop\ncontinue\n"},
-		{[]string{"--log-level"}, "trace\ndebug\ninfo\nwarn\nerror\noff\n"},
-		{[]string{"--log-format"}, "text\njson\n"},
-		{[]string{"--lock"}, ""},
-		{[]string{"--wait"}, ""},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := gx(t, nil, append(tc.args, "--generate-bash-completion")...)
-			wantCode(t, r, 0)
-			if r.stdout != tc.want {
-				t.Errorf("completion after %v: %q, want %q", tc.args, r.stdout, tc.want)
-			}
-		})
-	}
-	r := gx(t, nil, "--signal", "--generate-bash-completion")
-	if !strings.Contains(r.stdout, "TERM\n") || !strings.Contains(r.stdout, "KILL\n") {
-		t.Errorf("completion after --signal: %q, want signal names", r.stdout)
 	}
 }
 

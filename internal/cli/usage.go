@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/urfave/cli/v2"
 )
 
@@ -85,13 +86,13 @@ func badValue(f cli.Flag, quoted, why string) string {
 }
 
 // quote is value quoted as Go does, so that control characters in it
-// cannot act on a terminal, and cut short.
+// cannot act on a terminal (see escape.Quote), and cut short.
 func quote(value string) string {
 	const max = 64
 	if len(value) > max {
 		value = strings.ToValidUTF8(value[:max], "") + "..."
 	}
-	return strconv.Quote(value)
+	return escape.Quote(value)
 }
 
 // flagNamed is the flag of c's command (or, for the app, its own) named

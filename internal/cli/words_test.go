@@ -6,7 +6,6 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,92 +25,6 @@ func wantRefused(t *testing.T, r result, want string) {
 	}
 	if r.stdout != "" {
 		t.Errorf("stdout: %q", r.stdout)
-	}
-}
-
-// A word before "--" that is neither a flag, a flag's value nor a
-// subcommand is refused, with every form of it: the parser stops at it and
-// reads no flag after it, so running would drop them. So is a "--" given to
-// a command that runs no job, and a word that --help or --version does not
-// take. Were gpuexec to run the job anyway, it would exit 0.
-func TestStrayWordsAre125(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name   string
-		args   func(lock string) []string
-		stderr string
-	}{
-		{"a duration in two words", func(l string) []string {
-			return []string{"--lock", l, "--timeout", "1h", "30m", "--wait", "0", "--", helperBin, "0"}
-		}, `"30m" before "--" is not a flag, a flag's value or a subcommand`},
-		{"a command before --", func(l string) []string {
-			return []string{"--lock", l, helperBin, "7", "--", helperBin, "0"}
-		}, `before "--" is not a flag`},
-		{"a typo of a subcommand before --", func(l string) []string {
-			return []string{"--lock", l, "stauts", "--", helperBin, "0"}
-		}, `"stauts" before "--" is not a flag, a flag's value or a subcommand; did you mean "gpuexec status"?`},
-		{"a word and no command", func(l string) []string {
-			return []string{"--lock", l, "x", "--"}
-		}, `"x" before "--"`},
-		{"run with a word before --", func(l string) []string {
-			return []string{"run", "--lock", l, "stray", "--", helperBin, "0"}
-		}, `"stray" before "--" is not a flag, a flag's value or a subcommand: flags go before "--", the command after it (see gpuexec run --help)`},
-		{"run with a word after its flags", func(l string) []string {
-			return []string{"--lock", l, "run", "--wait", "0", "x", "--", helperBin, "0"}
-		}, `"x" before "--"`},
-		{"status with --", func(l string) []string {
-			return []string{"status", "--lock", l, "--", helperBin, "0"}
-		}, `status takes no "--" and command`},
-		{"status with a bare --", func(l string) []string {
-			return []string{"status", "--lock", l, "--"}
-		}, `status takes no "--"`},
-		{"flags before status, then --", func(l string) []string {
-			return []string{"--lock", l, "status", "--json", "--", "x"}
-		}, `status takes no "--"`},
-		{"clear with --", func(l string) []string {
-			return []string{"clear", "--lock", l, "--", "x"}
-		}, `clear takes no "--"`},
-		{"completion with --", func(l string) []string {
-			return []string{"completion", "bash", "--", "x"}
-		}, `completion takes no "--"`},
-		{"help with --", func(l string) []string {
-			return []string{"--lock", l, "--help", "--", helperBin, "0"}
-		}, `--help takes no "--"`},
-		{"help of no subcommand", func(l string) []string {
-			return []string{"--help", "x"}
-		}, `--help: "x" is not a subcommand (run, status, clear, completion)`},
-		{"help of a typo of a subcommand", func(l string) []string {
-			return []string{"--help", "stauts"}
-		}, `--help: "stauts" is not a subcommand; did you mean "gpuexec --help status"?`},
-		{"help of a subcommand, and a word", func(l string) []string {
-			return []string{"--help", "status", "x"}
-		}, `status --help takes no arguments, got "x"`},
-		{"a subcommand's help with a word", func(l string) []string {
-			return []string{"status", "--help", "x"}
-		}, `status --help takes no arguments, got "x"`},
-		{"a subcommand's help with --", func(l string) []string {
-			return []string{"run", "--lock", l, "--help", "--", helperBin, "0"}
-		}, `run --help takes no "--"`},
-		{"version with a word", func(l string) []string {
-			return []string{"--version", "x"}
-		}, `--version takes no arguments, got "x"`},
-		{"version with --", func(l string) []string {
-			return []string{"--lock", l, "--version", "--", helperBin, "0"}
-		}, `--version takes no "--"`},
-		{"version before a subcommand", func(l string) []string {
-			return []string{"-v", "status"}
-		}, `--version takes no arguments, got "status"`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir, lock := lockIn(t)
-			r := gx(t, []string{role("exit"), "TMPDIR=" + t.TempDir()}, tc.args(lock)...)
-			wantRefused(t, r, tc.stderr)
-			if _, err := os.Lstat(dir); err == nil {
-				t.Errorf("the lock's folder was created")
-			}
-		})
 	}
 }
 
@@ -167,47 +80,5 @@ func TestWordsThatAreKept(t *testing.T) {
 				t.Errorf("stderr: %q", r.stderr)
 			}
 		})
-	}
-}
-
-// A --lock shaped like a URL or HOST:PORT that is not etcd:// (a mistyped
-// etcd URL) is refused by run, status and clear, from the flag or the
-// variable, with one line naming etcd://, and nothing is made in the
-// working folder: taken as a path it would be a lock of this machine
-// alone, and jobs on other machines would no longer be excluded.
-func TestURLShapedLockIsRefused(t *testing.T) {
-	t.Parallel()
-	urls := []string{
-		"http://127.0.0.1:2379/gpuexec/x", "https://etcd.example:2379/gpuexec/x", "etcd3://h:2379/k",
-		"etcd:/h:2379/k", "etcd:h:2379/k", "127.0.0.1:2379/gpuexec/x", "host:2379/gpuexec/x", "//h:2379/gpuexec/x",
-	}
-	commands := map[string][]string{
-		"run":    {"--wait", "0", "--", helperBin, "0"},
-		"status": {"status"},
-		"clear":  {"clear", "--force"},
-	}
-	for _, url := range urls {
-		for name, args := range commands {
-			for _, byVariable := range []bool{false, true} {
-				t.Run(name+" "+url+map[bool]string{true: " from GPUEXEC_LOCK"}[byVariable], func(t *testing.T) {
-					t.Parallel()
-					work := t.TempDir()
-					env := []string{role("exit"), "TMPDIR=" + t.TempDir()}
-					a := slices.Clone(args)
-					if byVariable {
-						env = append(env, "GPUEXEC_LOCK="+url)
-					} else {
-						a = append([]string{"--lock", url}, a...)
-					}
-					cmd := gpuexecCmd(env, a...)
-					cmd.Dir = work
-					r := startProc(t, cmd).wait(t)
-					wantRefused(t, r, "is shaped like a URL or HOST:PORT, not a lock file's path: an etcd lock is etcd://HOST:PORT/KEY")
-					if ents, _ := os.ReadDir(work); len(ents) > 0 {
-						t.Errorf("made in the working folder: %v", ents)
-					}
-				})
-			}
-		}
 	}
 }

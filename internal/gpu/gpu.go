@@ -332,17 +332,6 @@ func isGpuexec(name string) bool {
 	return n == "gpuexec" || n == "gpuexec.exe"
 }
 
-// printable is s with control and format characters replaced, for names
-// that the driver reports from other users' processes.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if !strconv.IsPrint(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
-
 // Card is a device with the processes on it, attributed: what `gpuexec
 // status` shows of each GPU.
 type Card struct {

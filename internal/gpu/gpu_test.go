@@ -119,7 +119,7 @@ func TestDevicesAndProcesses(t *testing.T) {
 	}
 	want := []Device{
 		{Index: 0, UUID: gputest.UUID0, Name: "NVIDIA GeForce RTX 3080", Memory: Memory{Total: 10240, Used: 9000, Free: 1000, Reserved: 240}},
-		{Index: 1, UUID: gputest.UUID1, Name: "NVIDIA GeForce RTX 3080, rev?[31m", Memory: Memory{Total: 10240, Used: 100, Free: 9900, Reserved: 240}},
+		{Index: 1, UUID: gputest.UUID1, Name: `NVIDIA GeForce RTX 3080, rev\x1b[31m`, Memory: Memory{Total: 10240, Used: 100, Free: 9900, Reserved: 240}},
 	}
 	if len(devs) != 2 || devs[0] != want[0] || devs[1] != want[1] {
 		t.Fatalf("devices %+v\nwant %+v", devs, want)

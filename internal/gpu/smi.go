@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/proc"
 )
 
@@ -165,12 +166,12 @@ func (s *SMI) Devices(ctx context.Context) ([]Device, error) {
 func device(r []string, col map[string]int) (Device, error) {
 	idx, ok := decimal(r[col["index"]])
 	if !ok || idx > 1<<20 {
-		return Device{}, fmt.Errorf("%w: index %q", ErrOutput, printable(clip(r[col["index"]])))
+		return Device{}, fmt.Errorf("%w: index %s", ErrOutput, escape.Quote(clip(r[col["index"]])))
 	}
 	if !isIdentifier(r[col["uuid"]]) {
-		return Device{}, fmt.Errorf("%w: %q is not a GPU's UUID", ErrOutput, printable(clip(r[col["uuid"]])))
+		return Device{}, fmt.Errorf("%w: %s is not a GPU's UUID", ErrOutput, escape.Quote(clip(r[col["uuid"]])))
 	}
-	d := Device{Index: int(idx), UUID: r[col["uuid"]], Name: printable(clip(r[col["name"]])), MIG: MIGOff}
+	d := Device{Index: int(idx), UUID: r[col["uuid"]], Name: escape.Text(clip(r[col["name"]])), MIG: MIGOff}
 	m := &d.Memory
 	m.Reserved = Unknown
 	for _, f := range []struct {
@@ -224,14 +225,14 @@ func (s *SMI) Processes(ctx context.Context) ([]Process, error) {
 	ps := make([]Process, 0, len(rows))
 	for _, r := range rows {
 		if !isIdentifier(r[0]) {
-			return nil, fmt.Errorf("%w: %q is not a GPU's UUID", ErrOutput, printable(clip(r[0])))
+			return nil, fmt.Errorf("%w: %s is not a GPU's UUID", ErrOutput, escape.Quote(clip(r[0])))
 		}
 		if notGiven(r[1]) || r[1] == "0" {
 			continue
 		}
 		pid, ok := decimal(r[1])
 		if !ok || pid > math.MaxInt32 {
-			return nil, fmt.Errorf("%w: %q is not a pid", ErrOutput, printable(clip(r[1])))
+			return nil, fmt.Errorf("%w: %s is not a pid", ErrOutput, escape.Quote(clip(r[1])))
 		}
 		used, err := parseMiB(r[2])
 		if err != nil {
@@ -251,7 +252,7 @@ func processName(pid int) string {
 	if !ok || st.Comm == "" {
 		return "?"
 	}
-	return printable(clip(st.Comm))
+	return escape.Text(clip(st.Comm))
 }
 
 // isIdentifier reports whether f can be a device's UUID as nvidia-smi
@@ -300,7 +301,7 @@ func parseMiB(f string) (MiB, error) {
 	}
 	n, ok := decimal(f)
 	if !ok {
-		return 0, fmt.Errorf("%w: %q is not a memory figure", ErrOutput, printable(clip(f)))
+		return 0, fmt.Errorf("%w: %s is not a memory figure", ErrOutput, escape.Quote(clip(f)))
 	}
 	return MiB(n), nil
 }
@@ -394,7 +395,7 @@ func rows(out string, n int) ([][]string, error) {
 		}
 		r := strings.SplitN(line, ", ", n)
 		if len(r) != n {
-			return nil, fmt.Errorf("%w: %q has %d field(s), not %d", ErrOutput, printable(clip(line)), len(r), n)
+			return nil, fmt.Errorf("%w: %s has %d field(s), not %d", ErrOutput, escape.Quote(clip(line)), len(r), n)
 		}
 		for i := range r {
 			r[i] = strings.TrimSpace(r[i])
@@ -426,7 +427,7 @@ func firstLine(s string) string {
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
 		s = s[:i]
 	}
-	return printable(clip(s))
+	return escape.Text(clip(s))
 }
 
 func clip(s string) string {
