@@ -88,7 +88,6 @@ import (
 //	cover.go      one card, one lock: the cover of devices beside a lock
 //	sweep.go      what holders leave beside a free lock
 //	wake.go       watching the folder (watch_*.go per OS)
-//	report.go     the text and JSON forms of a Status and Report
 //	owner_*.go    the login name and a file's owner, per OS
 
 // DefaultPath is the lock used when none is named: gpuexec/gpu.lock under
