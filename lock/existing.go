@@ -9,6 +9,9 @@ import (
 
 // existingDevices is ExistingDevices (see lock.go).
 func existingDevices(path string) ([]string, error) {
+	if err := checkFilePath(path); err != nil {
+		return nil, err
+	}
 	abs, err := safeLockPath(path)
 	if err != nil {
 		return nil, err

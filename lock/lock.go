@@ -326,11 +326,12 @@ var Files Backend = files{}
 
 type files struct{}
 
-// Check checks o as Validate does, and that the path names a lock file.
-// The folder is checked when the lock is used (see FolderError), where the
-// caller logs it.
+// Check checks o as Validate does, and that the path names a lock file:
+// not empty, and not starting SCHEME:// as a URL does (another backend's
+// lock). The folder is checked when the lock is used (see FolderError),
+// where the caller logs it.
 func (files) Check(o Options) error {
-	if err := checkPath(o.Path); err != nil {
+	if err := checkFilePath(o.Path); err != nil {
 		return err
 	}
 	return o.Validate()
@@ -355,12 +356,13 @@ func (files) TryAcquire(o Options) (Locker, error) {
 func (files) Inspect(o Options) (*Report, error)           { return Inspect(o) }
 func (files) Clear(o Options, force bool) (*Status, error) { return Clear(o, force) }
 
-// CheckPath reports what is wrong with path as a lock file's path, as
-// every function of this package checks Options.Path, touching nothing:
-// an *OptionError for "path" when it is empty. Any other path is a file's,
-// relative to the working folder unless absolute, whatever it looks like
-// (a URL is another backend's to take). A caller that makes a path
-// absolute checks it first: filepath.Abs makes "" the working folder.
+// CheckPath reports what is wrong with path as any backend's lock path,
+// touching nothing: an *OptionError for "path" when it is empty. This
+// package's functions (and Files) refuse too, as another backend's, a path
+// that starts SCHEME:// as a URL does (etcd://h:2379/k, not C://gpu.lock);
+// any other path is a file's, relative to the working folder unless
+// absolute, whatever it looks like. A caller that makes a path absolute
+// checks it first: filepath.Abs makes "" the working folder.
 func CheckPath(path string) error { return checkPath(path) }
 
 // ParseDevices turns a device list as users write it — indexes "0,1,3"

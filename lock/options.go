@@ -65,11 +65,12 @@ func (o Options) withDefaults() (Options, lockSet, error) {
 	return o, t, err
 }
 
-// withSafePath is o with its path checked and withSafePath and its durations and
-// names checked and defaulted, its path's lock file as named (Clear's: a
-// device's lock is cleared by its own path).
+// withSafePath is o with its path checked (see checkFilePath) and made
+// safe (see safeLockPath), and its durations and names checked and
+// defaulted, its path's lock file as named (Clear's: a device's lock is
+// cleared by its own path).
 func (o Options) withSafePath() (Options, error) {
-	if err := checkPath(o.Path); err != nil {
+	if err := checkFilePath(o.Path); err != nil {
 		return o, err
 	}
 	o, err := o.withDurations()
@@ -90,6 +91,42 @@ func checkPath(path string) error {
 		return &OptionError{Option: "path", Problem: "must not be empty"}
 	}
 	return nil
+}
+
+// checkFilePath refuses, beside what checkPath refuses, a path that starts
+// like a URL, SCHEME:// (see urlScheme): another backend's lock, which
+// taken for a file would be folders of this machine (etcd://h:2379/k
+// would be ./etcd:/h:2379/k, the // made one /), a lock that no other
+// machine sees where one they share was meant. Which backend a URL is,
+// lock does not know.
+func checkFilePath(path string) error {
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	if scheme, ok := urlScheme(path); ok {
+		return &OptionError{Option: "path", Problem: fmt.Sprintf("%q starts %s://, as a URL does, not a lock file's path: "+
+			"a URL names another backend's lock; for a file or folder here whose name has a colon, put ./ before it", path, scheme)}
+	}
+	return nil
+}
+
+// urlScheme is the scheme of a path that starts as a URL does: SCHEME://,
+// with a scheme as RFC 3986 writes it (a letter, then letters, digits, +,
+// - or .) of two characters or more, so that a Windows drive (C://gpu.lock)
+// is a path.
+func urlScheme(path string) (string, bool) {
+	scheme, _, ok := strings.Cut(path, "://")
+	if !ok || len(scheme) < 2 {
+		return "", false
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", false
+		}
+	}
+	return scheme, true
 }
 
 // withDurations checks the durations and names and fills in the defaults.

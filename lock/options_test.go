@@ -64,6 +64,41 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
+// A path that starts SCHEME:// (etcd://h:2379/k, http://h/k) names another
+// backend's lock: the file functions refuse it, touching nothing, instead
+// of taking it for folders of this machine (./etcd:/h:2379/k, the // made
+// one /), a lock no other machine sees where one shared by several was
+// meant. A Windows drive (C://gpu.lock) is a path.
+func TestFilesRefuseAURLShapedPath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, path := range []string{"etcd://127.0.0.1:2379/gpuexec/gpu", "ETCD://h:2379/k", "http://h:2379/k", "etcd3://h/k", "git+ssh://h/k"} {
+		refused := func(what string, err error) {
+			t.Helper()
+			var oe *OptionError
+			if !errors.As(err, &oe) || oe.Option != "path" {
+				t.Errorf("%s(%q) = %v, want an *OptionError for path", what, path, err)
+			}
+		}
+		refused("Files.Check", Files.Check(Options{Path: path}))
+		h, err := TryAcquire(Options{Path: path})
+		refused("TryAcquire", released(h, err))
+		_, err = Inspect(Options{Path: path})
+		refused("Inspect", err)
+		_, err = Clear(Options{Path: path}, true)
+		refused("Clear", err)
+		_, err = Files.Inspect(Options{Path: path, Devices: []string{"0"}})
+		refused("Inspect with devices", err)
+	}
+	if ents, _ := os.ReadDir("."); len(ents) > 0 {
+		t.Errorf("a URL-shaped path made %s in the working folder", ents[0].Name())
+	}
+	for _, path := range []string{"C://gpu.lock", "c:/gpu.lock", "./etcd://h/k", "locks/a://b"} {
+		if err := Files.Check(Options{Path: path}); err != nil {
+			t.Errorf("Files.Check(%q) = %v, want nil", path, err)
+		}
+	}
+}
+
 // released releases h if it was taken, and returns err.
 func released(h *Held, err error) error {
 	if h != nil {

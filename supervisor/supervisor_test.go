@@ -197,6 +197,26 @@ func TestValidateKillAfterWithEtcd(t *testing.T) {
 	}
 }
 
+// A Config with an etcd:// lock and no Backend (lock files) is refused, as
+// Validate and as Run, and runs nothing: before Backend was the caller's
+// choice such a Config took the etcd lock, and lock files would now take
+// the URL for folders of this machine (./etcd:/127.0.0.1:2379/...), a lock
+// no other machine sees.
+func TestEtcdPathWithoutItsBackendIsRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cfg := Config{Lock: lock.Options{Path: "etcd://127.0.0.1:2379/gpuexec/k"}, Argv: []string{os.Args[0], "-test.run=^$"}}
+	var oe *lock.OptionError
+	if err := cfg.Validate(); !errors.As(err, &oe) || oe.Option != "path" {
+		t.Errorf("Validate: %v, want an *OptionError for path", err)
+	}
+	if code := Run(context.Background(), cfg); code != ExitFailed {
+		t.Errorf("Run: %d, want %d (the job ran under a lock of this machine)", code, ExitFailed)
+	}
+	if ents, _ := os.ReadDir("."); len(ents) > 0 {
+		t.Errorf("Run made %s in the working folder", ents[0].Name())
+	}
+}
+
 // The default grace keeps the etcd rule whatever the ttl: 10s, or a
 // quarter of a ttl under 40s; lock files and unreadable URLs get 10s.
 func TestKillAfterFor(t *testing.T) {

@@ -333,11 +333,16 @@ func writeSharers(b *strings.Builder, st *lock.Status) {
 
 // doubtText says why a held lock's job group is not vouched for as its
 // job (lock.Status.JobGroupDoubt): "its record is uid 1001's but names
-// process group 8329, which runs as uid 0"; "" when it is.
+// process group 8329, which runs as uid 0", or, when a uid was not told
+// (-1), "its record names process group 8329, which runs as another
+// user"; "" when it is vouched for.
 func doubtText(st *lock.Status) string {
 	d := st.JobGroupDoubt
-	if d == nil {
+	switch {
+	case d == nil:
 		return ""
+	case d.RecordUID < 0 || d.GroupUID < 0:
+		return fmt.Sprintf("its record names process group %d, which runs as another user", st.JobGroup)
 	}
 	return fmt.Sprintf("its record is uid %d's but names process group %d, which runs as uid %d", d.RecordUID, st.JobGroup, d.GroupUID)
 }

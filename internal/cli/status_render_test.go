@@ -265,3 +265,19 @@ func TestStatusReadsTheLockOnce(t *testing.T) {
 		}
 	}
 }
+
+// A job group's doubt whose uids were not told (-1: a helper's line of
+// another form, see lock.ForeignGroup) still says the group is not
+// vouched for, in text and JSON, and names no uid -1.
+func TestDoubtWithUidsUntold(t *testing.T) {
+	st := renderHeld(4242)
+	st.HolderProcess, st.JobGroup, st.JobProcess = lock.ProcGone, 4250, lock.ProcRunning
+	setDoubt(st, -1, -1)
+	r := &lock.Report{Path: st.Path, Locks: []*lock.Status{st}}
+	text, obj := renderText(r, nil), renderObject(t, r, nil)
+	for _, s := range []string{text, obj} {
+		if strings.Contains(s, "uid -1") || strings.Contains(s, "kill -- -4250") || !strings.Contains(s, "process group 4250") {
+			t.Errorf("a doubt with its uids untold:\n%s", s)
+		}
+	}
+}

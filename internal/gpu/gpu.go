@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gpuexec/gpuexec/internal/escape"
 )
 
 // Source gives the facts. Each call asks the driver anew; it may take a
@@ -263,7 +265,8 @@ func (a Attributed) MarshalJSON() ([]byte, error) {
 }
 
 // Describe is "pid 4711 python (17.2 GiB) not under gpuexec", or "... under
-// gpuexec channels/ep12 (pid 4242)".
+// gpuexec channels/ep12 (pid 4242)": the job's owner and slug, which its
+// lock record says (anyone's word), shown escaped (see escape.Text).
 func (a Attributed) Describe() string {
 	s := fmt.Sprintf("pid %d %s (%s)", a.PID, a.Name, a.Used)
 	if a.Job == nil {
@@ -272,7 +275,7 @@ func (a Attributed) Describe() string {
 	if a.Job.Owner == "" && a.Job.Slug == "" {
 		return s + fmt.Sprintf(" under gpuexec (pid %d)", a.Job.PID)
 	}
-	return s + fmt.Sprintf(" under gpuexec %s/%s (pid %d)", a.Job.Owner, a.Job.Slug, a.Job.PID)
+	return s + fmt.Sprintf(" under gpuexec %s/%s (pid %d)", escape.Text(a.Job.Owner), escape.Text(a.Job.Slug), a.Job.PID)
 }
 
 // Attribute names, for each process, the gpuexec job it runs under: the

@@ -549,3 +549,16 @@ func TestLocateRelative(t *testing.T) {
 		t.Fatalf("devices %+v, %v", devs, err)
 	}
 }
+
+// A job's owner and slug come from its lock record, which anyone may
+// write (the seed's Node tool takes any owner): a process's line in
+// status shows them escaped, as the lock's own line does, never a
+// terminal escape sequence, a newline or a bidirectional override.
+func TestAttributedLineEscapesTheJobsNames(t *testing.T) {
+	a := Attributed{Process: Process{PID: 103, Name: "python", Used: 5000},
+		Job: &Job{Owner: "ev\x1b[2Jil", Slug: "a\nGPU 0 forged\u202e\xff", PID: 100}}
+	want := `pid 103 python (4.9 GiB) under gpuexec ev\x1b[2Jil/a\nGPU 0 forged\u202e\xff (pid 100)`
+	if d := a.Describe(); d != want {
+		t.Errorf("%q, want %q", d, want)
+	}
+}
