@@ -221,7 +221,13 @@ func (w *watch) drain() {
 	if !w.grp.alive() {
 		return
 	}
-	w.log.Warn("the job's command exited but left processes behind; stopping them", "left", w.grp.describeLeft())
+	// After the job's SIGKILL (--kill-after, a lost lock) what is still
+	// there is its processes on their way out, which a loaded machine
+	// takes a moment to finish: not processes it left behind. The loop
+	// below kills and waits for them all the same.
+	if !w.killed {
+		w.log.Warn("the job's command exited but left processes behind; stopping them", "left", w.grp.describeLeft())
+	}
 	if !w.termSent {
 		w.stop(terminate)
 	}
