@@ -61,18 +61,26 @@ func clearStaleBeside(ctx context.Context, o Options) (held []*Status, guards []
 // inspectBeside is clearStaleBeside that changes nothing and takes no guard:
 // the device locks held beside the plain lock at o.Path, as judged now.
 func inspectBeside(o Options) []*Status {
+	return slices.DeleteFunc(judgeBeside(o), func(st *Status) bool { return st.State == StateFree })
+}
+
+// judgeBeside reads and judges, changing nothing and taking no guard, every
+// device lock beside the plain lock at o.Path (see devicesBeside: the
+// folder's names are only matched), each named by its device, in guard
+// order; one that cannot be read is left out.
+func judgeBeside(o Options) []*Status {
 	paths, names, err := devicesBeside(o.Path)
 	if err != nil {
 		return nil
 	}
-	var held []*Status
+	var seen []*Status
 	for i, p := range paths {
-		if st, err := inspectOne(p, o.Stale); err == nil && st.State != StateFree {
+		if st, err := inspectOne(p, o.Stale); err == nil {
 			st.Device = names[i]
-			held = append(held, st)
+			seen = append(seen, st)
 		}
 	}
-	return held
+	return seen
 }
 
 // coverBlocks reports whether the lock at a device set's path, as judged

@@ -3,7 +3,7 @@ package lock
 import (
 	"errors"
 	"io/fs"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -23,12 +23,16 @@ func existingDevices(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(names, func(i, j int) bool {
-		a, _ := strconv.Atoi(names[i])
-		b, _ := strconv.Atoi(names[j])
-		return a < b
-	})
+	slices.SortFunc(names, compareIndex)
 	return names, nil
+}
+
+// compareIndex orders devices' names (valid indexes) by number: 2 before
+// 10.
+func compareIndex(a, b string) int {
+	x, _ := strconv.Atoi(a)
+	y, _ := strconv.Atoi(b)
+	return x - y
 }
 
 func allDigits(s string) bool {

@@ -67,24 +67,3 @@ func inspectOne(path string, stale time.Duration) (*Status, error) {
 	}
 	return st, nil
 }
-
-// inspectDevicesBeside is Report.Beside for the lock file o.Path: the
-// device locks that exist beside it (see existingDevices: the folder's
-// names are only matched), each read, judged and observed as Inspect does
-// with devices; one that cannot be read is left out.
-func inspectDevicesBeside(o Options) []*Status {
-	names, err := existingDevices(o.Path)
-	if err != nil || len(names) == 0 {
-		return nil
-	}
-	o.Devices = names
-	o, t, err := o.withDefaults()
-	if err != nil {
-		return nil
-	}
-	seen, _ := inspectAll(o, t)
-	for _, st := range seen {
-		observe(st, osProber{lockPath: st.Path})
-	}
-	return seen
-}

@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/osfile"
@@ -223,7 +224,12 @@ func Inspect(o Options) (*Report, error) {
 		return nil, err
 	}
 	if t.names == nil {
-		r.Beside = inspectDevicesBeside(o)
+		// Numbered as devices are, not in guard order (gpu2 before gpu10).
+		r.Beside = judgeBeside(o)
+		slices.SortStableFunc(r.Beside, func(a, b *Status) int { return compareIndex(a.Device, b.Device) })
+		for _, st := range r.Beside {
+			observe(st, osProber{lockPath: st.Path})
+		}
 	}
 	return r, nil
 }
