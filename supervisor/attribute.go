@@ -25,11 +25,16 @@ func describeProcesses(ps []gpu.Attributed, n int) []string {
 }
 
 // Attribute names the gpuexec job each process runs under, by the holders
-// of the locks held, as Inspect judged them (Report.Locks), and by descent
-// from any gpuexec. Only holders on this host count, and only a held
-// lock's: a stale record's pid may be anyone's by now.
-func Attribute(ps []gpu.Process, held []*lock.Status) []gpu.Attributed {
+// of the locks held of backend b (nil: lock.Files), as Inspect judged them
+// (Report.Locks), and by descent from any gpuexec. Only holders on this
+// host count, only a held lock's (a stale record's pid may be anyone's by
+// now), and none of a lock.Leased backend's lock, which stands for no GPU
+// of this machine.
+func Attribute(ps []gpu.Process, b lock.Backend, held []*lock.Status) []gpu.Attributed {
 	jobs, groups := map[int]gpu.Job{}, map[int]int{}
+	if !machineLocal(b) {
+		held = nil
+	}
 	for _, st := range held {
 		addSharers(jobs, groups, st.Sharers)
 		// A stale record's holder is gone: its pid may be any
@@ -48,9 +53,7 @@ func Attribute(ps []gpu.Process, held []*lock.Status) []gpu.Attributed {
 }
 
 // attributeByLock is Attribute by the holders of the lock o (or its
-// devices) of backend b (nil: lock.Files) as read now; the holders of a
-// lock.Leased backend's lock, which stands for no GPU of this machine, are
-// not looked for.
+// devices) of backend b as read now (a lock.Leased backend's is not read).
 func attributeByLock(ps []gpu.Process, b lock.Backend, o lock.Options) []gpu.Attributed {
 	var held []*lock.Status
 	if machineLocal(b) {
@@ -58,7 +61,7 @@ func attributeByLock(ps []gpu.Process, b lock.Backend, o lock.Options) []gpu.Att
 			held = r.Locks
 		}
 	}
-	return Attribute(ps, held)
+	return Attribute(ps, b, held)
 }
 
 // ancestry reads the process table for gpu.Attribute.

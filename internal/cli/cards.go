@@ -223,10 +223,10 @@ func gpuSource(c *cli.Context, vram gpu.MiB) (gpu.Source, error) {
 }
 
 // statusCards reads the cards for status, their processes attributed by
-// the locks status read, held (see supervisor.Attribute): nil, nil
-// without nvidia-smi; the cards without processes and an error when only
-// the processes could not be read.
-func statusCards(ctx context.Context, c *cli.Context, held []*lock.Status) ([]gpu.Card, error) {
+// the locks of backend b that status read, held (see supervisor.Attribute):
+// nil, nil without nvidia-smi; the cards without processes and an error
+// when only the processes could not be read.
+func statusCards(ctx context.Context, c *cli.Context, b lock.Backend, held []*lock.Status) ([]gpu.Card, error) {
 	s, err := smi(c)
 	if err != nil || s == nil {
 		return nil, err
@@ -247,7 +247,7 @@ func statusCards(ctx context.Context, c *cli.Context, held []*lock.Status) ([]gp
 		}
 		return cards, fmt.Errorf("processes unknown: %w", err)
 	}
-	return gpu.Cards(devs, supervisor.Attribute(ps, held)), nil
+	return gpu.Cards(devs, supervisor.Attribute(ps, b, held)), nil
 }
 
 // printCards adds the cards to status's human output.

@@ -72,13 +72,7 @@ func showStatus(c *cli.Context, stdout io.Writer, o lock.Options, b lock.Backend
 	}
 	// A signal that ends gpuexec while nvidia-smi runs stops it first.
 	ctx, ended := signals.Ending(context.Background())
-	// The holders of a lock several machines share (etcd's) are not
-	// looked for among this host's processes.
-	held := r.Locks
-	if _, leased := b.(lock.Leased); leased {
-		held = nil
-	}
-	cards, gerr := statusCards(ctx, c, held)
+	cards, gerr := statusCards(ctx, c, b, r.Locks)
 	if sig := ended(); sig != nil {
 		return readingInterrupted(sig)
 	}
