@@ -119,20 +119,7 @@ func TestGroupNotedInASharedLivenessFileKeepsNothingHeld(t *testing.T) {
 	if len(lives) != 1 {
 		t.Fatalf("liveness files: %v", lives)
 	}
-	jobsOfA := childrenOf(a.pid())
-	syscall.Kill(a.pid(), syscall.SIGKILL)
-	testsupport.Await(t, long, "member A's sharer to die", a.exited)
-	for _, p := range jobsOfA {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
-	testsupport.Await(t, long, "member A's job to die", func() bool {
-		for _, p := range jobsOfA {
-			if !testsupport.Gone(p) {
-				return false
-			}
-		}
-		return true
-	})
+	killWithJobs(t, a, "member A's sharer")
 
 	// Member C's process, leading a group of its own in the test's
 	// session, as a job's first process does.

@@ -118,6 +118,27 @@ func killJobsOf(pid int) {
 	}
 }
 
+// killWithJobs SIGKILLs the gpuexec p, as a crash would, then the jobs it
+// had started (by pid: they may run as a user it may not signal), and
+// waits until all are gone; who names p in the waits' messages.
+func killWithJobs(t *testing.T, p *proc, who string) {
+	t.Helper()
+	jobs := childrenOf(p.pid())
+	syscall.Kill(p.pid(), syscall.SIGKILL)
+	testsupport.Await(t, long, who+" to die", p.exited)
+	for _, j := range jobs {
+		syscall.Kill(j, syscall.SIGKILL)
+	}
+	testsupport.Await(t, long, who+"'s job to die", func() bool {
+		for _, j := range jobs {
+			if !testsupport.Gone(j) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // childrenOf are the pids of pid's children.
 func childrenOf(pid int) []int {
 	var out []int
@@ -216,20 +237,7 @@ func TestUnreadableFileAtASidecarsNameDoesNotKeepADeadSharedLockHeld(t *testing.
 	env := fakeSMI(t, c)
 	b := startProc(t, gxUser(t, memberB, "022", env, append([]string{"--lock", lock, "--share", "--vram", "4G", "--"}, holdJob(filepath.Join(jobs, "b"))...)...))
 	testsupport.Await(t, long, "member B's sharer to run", func() bool { return lockExists(filepath.Join(jobs, "b")) })
-	jobsOfB := childrenOf(b.pid())
-	syscall.Kill(b.pid(), syscall.SIGKILL)
-	testsupport.Await(t, long, "member B's sharer to die", b.exited)
-	for _, p := range jobsOfB {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
-	testsupport.Await(t, long, "member B's job to die", func() bool {
-		for _, p := range jobsOfB {
-			if !testsupport.Gone(p) {
-				return false
-			}
-		}
-		return true
-	})
+	killWithJobs(t, b, "member B's sharer")
 
 	memberA.run(t, "umask 777; : > "+lock+".share-0123456789abcdef")
 	r := startProc(t, gxUser(t, memberC, "022", env, "--lock", lock, "--poll", "1s", "--wait", "5s", "--", "true")).wait(t)
