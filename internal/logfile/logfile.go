@@ -426,6 +426,20 @@ func (f *File) backups() ([]backup, error) {
 	return out, nil
 }
 
+// Rotated lists the rotated files of the log at path, newest first: the
+// regular files beside it named as a rotation names them (see backupName).
+func Rotated(path string) ([]string, error) {
+	list, err := (&File{path: path}).backups()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(list))
+	for i, b := range list {
+		out[i] = b.path
+	}
+	return out, nil
+}
+
 // prune removes the rotated files beyond Options.MaxBackups and those older
 // than Options.MaxAge at now. Call with the sidecar locked.
 func (f *File) prune(now time.Time) {
