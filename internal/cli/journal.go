@@ -17,7 +17,7 @@ import (
 )
 
 // idleWarnOff is what --idle-warn takes for "no warning" besides 0.
-var idleWarnOff = &endless{words: []string{"never", "off"}, value: 0, hint: "to give no warning, write off"}
+var idleWarnOff = &endless{words: []string{"off", "never"}, value: 0, hint: "to give no warning, write off"}
 
 // idleWarnFlag is --idle-warn.
 func idleWarnFlag() *cli.GenericFlag {
