@@ -152,16 +152,32 @@ func lockBefore(f *os.File, deadline time.Time) error {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	_, gaveUp, err := osfile.WaitLock(ctx, f)
-	switch {
-	case gaveUp:
-		return fmt.Errorf("%w for over %s", ErrBusy, AppendWait)
-	case err != nil:
-		f.Close()
-		return err
+	ok, gaveUp, err := osfile.WaitLock(ctx, f)
+	for {
+		switch {
+		case ok:
+			return nil
+		case gaveUp:
+			return fmt.Errorf("%w for over %s", ErrBusy, AppendWait)
+		case err != nil:
+			f.Close()
+			return err
+		}
+		// No wait in the kernel that can be given up (Windows): try
+		// again every lockPoll until the deadline.
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return fmt.Errorf("%w for over %s", ErrBusy, AppendWait)
+		case <-time.After(lockPoll):
+		}
+		ok, err = osfile.TryLock(f)
 	}
-	return nil
 }
+
+// lockPoll is how often lockBefore tries the lock where the OS cannot wait
+// for it with a bound (Windows).
+const lockPoll = 5 * time.Millisecond
 
 // writeLocked writes line into the journal open as f, locked, if f is
 // still the file at path and has room for it; done=false says to try

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/logfile"
+	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
 // record is a valid record of a job that ran for a second.
@@ -157,5 +158,32 @@ func TestAppendConcurrentWritersLoseNoLine(t *testing.T) {
 	rd := loadAll(t, path)
 	if len(rd.Records) != writers*each || rd.Lines() != 0 {
 		t.Errorf("%d records, set aside %v; want %d and none", len(rd.Records), rd.SetAside, writers*each)
+	}
+}
+
+// A journal whose lock another process keeps is given up after AppendWait
+// (ErrBusy), nothing written; once let go, the next line goes in.
+func TestAppendGivesUpOnAHeldLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.journal")
+	if err := Append(path, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if ok, err := osfile.TryLock(other); !ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if err := Append(path, record("b")); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Append under another's lock = %v, want ErrBusy", err)
+	}
+	osfile.Unlock(other)
+	if err := Append(path, record("c")); err != nil {
+		t.Fatal(err)
+	}
+	if rd := loadAll(t, path); len(rd.Records) != 2 || rd.Lines() != 0 {
+		t.Errorf("%d records, set aside %v; want 2 and none", len(rd.Records), rd.SetAside)
 	}
 }
