@@ -180,7 +180,9 @@ func TestAppendGivesUpOnAHeldLock(t *testing.T) {
 		t.Fatalf("Append under another's lock = %v, want ErrBusy", err)
 	}
 	osfile.Unlock(other)
-	if err := Append(path, record("c")); err != nil {
+	c := record("c")
+	c.PID = 8 // not the same job as a's to Load
+	if err := Append(path, c); err != nil {
 		t.Fatal(err)
 	}
 	if rd := loadAll(t, path); len(rd.Records) != 2 || rd.Lines() != 0 {
