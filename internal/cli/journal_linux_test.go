@@ -187,6 +187,14 @@ func TestJournalOutcomes(t *testing.T) {
 			wantCode(t, gx(t, nil, "--lock", lock, "--journal", j, "--", "true"), 125)
 			return j
 		}, journal.Refused, 125, false, false, nil},
+		{"a device's lock: the base lock's journal, the device named", func(t *testing.T, lock string) string {
+			wantCode(t, gx(t, nil, "--lock", filepath.Join(filepath.Dir(lock), "gpu1.lock"), "--", "true"), 0)
+			return ""
+		}, journal.OK, 0, false, true, func(t *testing.T, r journal.Record) {
+			if len(r.Devices) != 1 || r.Devices[0] != "1" {
+				t.Errorf("devices %q, want [1]", r.Devices)
+			}
+		}},
 		{"interrupted while waiting", func(t *testing.T, lock string) string {
 			startHolder(t, lock)
 			p := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "true"))
