@@ -371,3 +371,29 @@ func TestJournalInAGroupFolder(t *testing.T) {
 	}
 	readJournal(t, lock+journal.Suffix)
 }
+
+// Members of a group folder's group, whatever their umask, append to one
+// journal there; a user outside the group can open it no more than the
+// lock's other files.
+func TestMembersShareAGroupFoldersJournal(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run gpuexec as other users")
+	}
+	dir := sharedDir(t, os.ModeSetgid|0o775)
+	lock := filepath.Join(dir, "gpu.lock")
+	for _, m := range []struct {
+		u    localUser
+		mask string
+	}{{memberA, "077"}, {memberB, "022"}, {memberC, "077"}} {
+		r := startProc(t, gxUser(t, m.u, m.mask, nil, "--lock", lock, "--", "true")).wait(t)
+		wantCode(t, r, 0)
+		if strings.Contains(r.stderr, "journal") {
+			t.Errorf("uid %d: %s", m.u.uid, r.stderr)
+		}
+	}
+	if recs := readJournal(t, lock+journal.Suffix); len(recs) != 3 {
+		t.Errorf("%d lines, want one per member", len(recs))
+	}
+	wantOutsiderLockedOut(t, outsiderOfA, lock, ".guard", journal.Suffix)
+}
