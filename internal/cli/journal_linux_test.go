@@ -151,6 +151,7 @@ func TestJournalOfADay(t *testing.T) {
 			t.Errorf("no line for %s", j.Slug)
 			continue
 		}
+		t.Logf("%s: waited %d ms, held %d ms", j.Slug, r.WaitedMS, r.HeldMS)
 		wantDayJob(t, r, j, lockPath)
 	}
 	if a, b := bySlug["share-a"], bySlug["share-b"]; a.Started == nil || b.Started == nil ||
