@@ -196,6 +196,16 @@ func TestJournalOutcomes(t *testing.T) {
 				t.Errorf("devices %q, want [1]", r.Devices)
 			}
 		}},
+		{"lost (a forced clear)", func(t *testing.T, lock string) string {
+			p := startProc(t, gpuexecCmd(nil, "--lock", lock, "--", "sleep", "60"))
+			testsupport.Await(t, long, "the job to start under the lock", func() bool {
+				b, _ := os.ReadFile(lock)
+				return strings.Contains(string(b), `"childStart"`)
+			})
+			wantCode(t, gx(t, nil, "--lock", lock, "clear", "--force"), 0)
+			wantCode(t, p.wait(t), 125)
+			return ""
+		}, journal.Lost, 125, false, true, nil},
 		{"interrupted while waiting", func(t *testing.T, lock string) string {
 			startHolder(t, lock)
 			p := startProc(t, gpuexecCmd(nil, "--lock", lock, "--wait", "1m", "--", "true"))
