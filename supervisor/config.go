@@ -117,6 +117,20 @@ type Config struct {
 	// subreaper of its job; a library that runs other children, or
 	// several jobs at once, leaves it false.
 	SoleJob bool
+	// Ended, when set, is told how the job ended, once per Run that
+	// queued for the lock, whatever the end (see Outcome), after the lock
+	// is released: never on the way from one holder to the next. It is
+	// not called for a Run that never queued: a Config that Validate
+	// refuses, a command not found or not executable (found before
+	// queueing), a nested run under a lock its parent holds (reentrant:
+	// it takes no lock).
+	Ended func(End)
+	// IdleWarn, when not 0, logs one warning naming the job when it holds
+	// a whole device (not Share) and its processes, as the peak sampler
+	// reads them (Config.GPU), have used no video memory for that long:
+	// the lock is held by something that does not use the GPU.
+	// End.IdleWarned says it was given.
+	IdleWarn time.Duration
 }
 
 func (cfg Config) backend() lock.Backend {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -29,15 +30,38 @@ type peak struct {
 	// unknown: a process of the job was listed without its memory
 	// (Windows' WDDM).
 	unknown bool
+	// unused is how long, as sampled, the job's processes used no video
+	// memory: the time since the previous reading (or the job's start)
+	// counted for each reading of 0; idle is the run of it that is going
+	// on. warned says that the idle warning was given (see idleWarn).
+	unused, idle time.Duration
+	last         time.Time
+	warned       bool
+	idleWarn     func(idle time.Duration) bool
 }
 
-// watchPeak starts sampling for the job whose gpuexec is this process and
-// whose process group is pgid; nil without a source.
-func watchPeak(src gpu.Source, pgid int, bc *budgetCheck) *peak {
+// watchPeak starts sampling for the job of cfg whose gpuexec is this
+// process and whose process group is pgid; nil without a source
+// (cfg.GPU). It gives the idle warning (cfg.IdleWarn) when due.
+func watchPeak(cfg Config, pgid int, bc *budgetCheck) *peak {
+	src := cfg.GPU
 	if src == nil {
 		return nil
 	}
-	p := &peak{end: make(chan struct{}), done: make(chan struct{})}
+	p := &peak{end: make(chan struct{}), done: make(chan struct{}), last: time.Now()}
+	if cfg.IdleWarn > 0 && !cfg.Share {
+		p.idleWarn = func(idle time.Duration) bool {
+			if idle < cfg.IdleWarn {
+				return false
+			}
+			if log := cfg.Logger; log != nil {
+				log.Warn(fmt.Sprintf("job %s/%s has held the GPU for %s without using any video memory (--idle-warn %s): "+
+					"the lock is held by something that does not use the GPU",
+					cfg.Lock.Owner, cfg.Lock.Slug, idle.Round(time.Second), cfg.IdleWarn))
+			}
+			return true
+		}
+	}
 	self := os.Getpid()
 	jobs := map[int]gpu.Job{self: {PID: self}}
 	groups := map[int]int{}
@@ -91,6 +115,18 @@ func (p *peak) add(ps []gpu.Attributed, self int) (sum gpu.MiB, known bool) {
 	}
 	p.sampled = true
 	p.max = max(p.max, sum)
+	now := time.Now()
+	if known && sum == 0 {
+		d := now.Sub(p.last)
+		p.unused += d
+		p.idle += d
+		if !p.warned && p.idleWarn != nil {
+			p.warned = p.idleWarn(p.idle)
+		}
+	} else {
+		p.idle = 0
+	}
+	p.last = now
 	return sum, known
 }
 

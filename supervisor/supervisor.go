@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gpuexec/gpuexec/internal/cmdline"
+	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
 	"github.com/gpuexec/gpuexec/signals"
 )
@@ -83,6 +84,7 @@ func Run(ctx context.Context, cfg Config) int {
 
 	st := newStarter()
 	defer st.close()
+	var end End // what cfg.Ended is told, once the lock is released
 	held, who, reentrant := nested(cfg)
 	if reentrant {
 		log.Info("the GPU lock is already held for this job by "+who+"; running the command at once (reentrant)",
@@ -95,9 +97,15 @@ func Run(ctx context.Context, cfg Config) int {
 		case cfg.VRAM > 0:
 			cfg.Lock.Admit = newGate(cfg).admit
 		}
-		if held, code = acquire(ctx, cfg); held == nil {
+		end.Queued = time.Now()
+		var why queueEnd
+		if held, code, why = acquire(ctx, cfg); held == nil {
+			end.Outcome, end.Status, end.Signal = why.outcome, code, why.signal
+			cfg.ended(end)
 			return code
 		}
+		end.Started = time.Now()
+		end.Devices = devicesOf(held)
 	}
 	// A signal that arrived as the lock was taken ends the job before it
 	// starts.
@@ -109,19 +117,34 @@ func Run(ctx context.Context, cfg Config) int {
 			}
 			log.Warn("interrupted before the job started", "signal", signals.Name(sig))
 			releaseLogged(held, log)
+			if !reentrant {
+				end.Outcome, end.Status, end.Signal = Interrupted, signals.ExitStatus(sig), signals.Name(sig)
+				cfg.ended(end)
+			}
 			return signals.ExitStatus(sig)
 		default:
 			pending = false
 		}
 	}
 
-	code = supervise(ctx, cfg, path, held, st)
+	code, how := supervise(ctx, cfg, path, held, st)
 	releaseLogged(held, log)
+	if !reentrant {
+		how.fill(&end, code)
+		cfg.ended(end)
+	}
 	return code
 }
 
-// acquire queues for the lock, returning it, or nil and the exit status.
-func acquire(ctx context.Context, cfg Config) (jobLock, int) {
+// queueEnd is how a wait for the lock that got none ended.
+type queueEnd struct {
+	outcome Outcome
+	signal  string // the signal's name, for Interrupted
+}
+
+// acquire queues for the lock, returning it, or nil, the exit status and
+// why.
+func acquire(ctx context.Context, cfg Config) (jobLock, int, queueEnd) {
 	log := cfg.Logger
 	var wctx context.Context
 	var cancel context.CancelFunc
@@ -166,7 +189,7 @@ wait:
 				releaseLogged(r.held, log)
 			}
 			log.Warn("interrupted while waiting for the GPU lock", "signal", signals.Name(sig))
-			return nil, signals.ExitStatus(sig)
+			return nil, signals.ExitStatus(sig), queueEnd{Interrupted, signals.Name(sig)}
 		}
 	}
 	if cfg.Wait == 0 {
@@ -175,35 +198,35 @@ wait:
 		switch {
 		case errors.As(err, &busy) && errors.Is(err, lock.ErrHeld):
 			log.Warn("GPU lock is held by "+busy.Holders()+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
+			return nil, ExitDeferred, queueEnd{outcome: Deferred}
 		case errors.As(err, &busy) && errors.Is(err, lock.ErrRefused):
 			log.Warn("not enough free video memory: needs "+busy.Why+"; not waiting (--wait 0): job deferred", "path", cfg.Lock.Path)
-			return nil, ExitDeferred
+			return nil, ExitDeferred, queueEnd{outcome: Deferred}
 		case err != nil:
 			log.Error("cannot use the GPU lock", "error", err)
-			return nil, ExitFailed
+			return nil, ExitFailed, queueEnd{outcome: Refused}
 		}
-		return held, 0
+		return held, 0, queueEnd{}
 	}
 
 	var werr *lock.WaitError
 	switch {
 	case r.err == nil:
-		return r.held, 0
+		return r.held, 0, queueEnd{}
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded) && werr.Why != "":
 		log.Warn(fmt.Sprintf("gave up waiting for free video memory after %s: needs %s; job deferred",
 			werr.Waited.Round(time.Second), werr.Why), "path", cfg.Lock.Path)
-		return nil, ExitDeferred
+		return nil, ExitDeferred, queueEnd{outcome: Deferred}
 	case errors.As(r.err, &werr) && errors.Is(r.err, context.DeadlineExceeded):
 		log.Warn(fmt.Sprintf("gave up waiting for the GPU lock after %s: held by %s; job deferred",
 			werr.Waited.Round(time.Second), werr.Holders()), "path", cfg.Lock.Path)
-		return nil, ExitDeferred
+		return nil, ExitDeferred, queueEnd{outcome: Deferred}
 	case ctx.Err() != nil:
 		log.Warn("stopped while waiting for the GPU lock", "error", ctx.Err())
-		return nil, ExitFailed
+		return nil, ExitFailed, queueEnd{outcome: Interrupted}
 	default:
 		log.Error("cannot use the GPU lock", "error", r.err)
-		return nil, ExitFailed
+		return nil, ExitFailed, queueEnd{outcome: Refused}
 	}
 }
 
@@ -261,8 +284,8 @@ func childEnv(cfg Config, held jobLock) []string {
 }
 
 // supervise starts the child and watches it until it and its group are
-// gone, returning the exit status.
-func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *starter) int {
+// gone, returning the exit status and how the job ran.
+func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *starter) (int, ran) {
 	log := cfg.Logger
 	cmd := exec.Command(path, cfg.Argv[1:]...)
 	cmd.Args[0] = cfg.Argv[0]
@@ -289,7 +312,7 @@ func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *s
 	done, err := st.start(cmd)
 	if err != nil {
 		log.Error("could not start the job", "command", cfg.Argv[0], "error", err)
-		return startStatus(err)
+		return startStatus(err), ran{}
 	}
 	grp, err := newGroup(cmd, cfg.SoleJob, others)
 	if err != nil {
@@ -297,7 +320,7 @@ func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *s
 		cmd.Process.Kill()
 		<-done
 		term.close()
-		return ExitFailed
+		return ExitFailed, ran{}
 	}
 	defer grp.close()
 	if err := term.started(cmd.Process.Pid, grp.id()); err != nil {
@@ -313,7 +336,7 @@ func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *s
 	}
 	rec := recordChildLater(held, grp.id(), recordChildAfter, log)
 	bc := newBudgetCheck(cfg, held)
-	pk := watchPeak(cfg.GPU, grp.id(), bc)
+	pk := watchPeak(cfg, grp.id(), bc)
 
 	w := &watch{cfg: cfg, grp: grp, term: term, log: log, lostC: held.Lost(), overC: bc.overC()}
 	res := w.run(ctx, done)
@@ -339,7 +362,45 @@ func supervise(ctx context.Context, cfg Config, path string, held jobLock, st *s
 		code = ExitOverBudget
 	}
 	log.Info("job exited", append([]any{"status", code, "child", describe(res), "duration", time.Since(began).Round(time.Millisecond).String()}, peakFields...)...)
-	return code
+	r := ran{timedOut: w.timedOut, lost: w.lostStop, over: w.overStop, signal: w.signal, ctxEnded: w.ctxEnded}
+	if pk != nil {
+		r.sampled, r.peak, r.unused, r.idleWarned = pk.sampled && !pk.unknown, pk.max, pk.unused, pk.warned
+	}
+	return code, r
+}
+
+// ran is how a job that held the lock ran, for End.
+type ran struct {
+	timedOut, lost, over bool
+	signal               os.Signal // the first that ended it (forwarded, or from the terminal)
+	ctxEnded             bool      // Run's context ended it
+	sampled              bool
+	peak                 gpu.MiB
+	unused               time.Duration
+	idleWarned           bool
+}
+
+// fill completes e for a job that held the lock and ended with status
+// code.
+func (r ran) fill(e *End, code int) {
+	e.Status = code
+	e.Sampled, e.Peak, e.Unused, e.IdleWarned = r.sampled, r.peak, r.unused, r.idleWarned
+	switch {
+	case code == 0:
+		e.Outcome = OK
+	case r.timedOut:
+		e.Outcome = Timeout
+	case r.lost:
+		e.Outcome = Lost
+	case r.over:
+		e.Outcome = OverBudget
+	case r.signal != nil:
+		e.Outcome, e.Signal = Interrupted, signals.Name(r.signal)
+	case r.ctxEnded:
+		e.Outcome = Interrupted
+	default:
+		e.Outcome = Failed
+	}
 }
 
 // recordChildAfter is how long the job runs before its process group is

@@ -123,7 +123,7 @@ func TestLeftoversStoppedBeforeRelease(t *testing.T) {
 
 func TestSignalWhileWaiting(t *testing.T) {
 	cfg, _ := testConfig(t, "true")
-	held, code := acquire(context.Background(), cfg)
+	held, code, _ := acquire(context.Background(), cfg)
 	if held == nil {
 		t.Fatalf("acquire = %d", code)
 	}

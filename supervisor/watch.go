@@ -31,6 +31,10 @@ type watch struct {
 	timedOut  bool
 	lostStop  bool
 	overStop  bool
+	// signal is the first signal that ended the job: forwarded to it, or
+	// sent it by the terminal; ctxEnded says Run's context ended it.
+	signal   os.Signal
+	ctxEnded bool
 }
 
 // stop sends sig (the graceful stop) to the group and arms the kill timer
@@ -87,6 +91,9 @@ func (w *watch) fromTerminal(sig os.Signal) {
 		return
 	}
 	w.log.Warn("the job's process group got a signal from the terminal", "signal", signals.Name(sig))
+	if w.signal == nil {
+		w.signal = sig
+	}
 	w.arm()
 }
 
@@ -154,6 +161,9 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 				continue
 			}
 			w.log.Warn("forwarding signal to the job's process group", "signal", signals.Name(sig))
+			if w.signal == nil {
+				w.signal = sig
+			}
 			w.stop(sig)
 		case used := <-w.overC:
 			w.overC = nil
@@ -191,6 +201,7 @@ func (w *watch) run(ctx context.Context, done <-chan waited) waited {
 			w.armAfter(DefaultKillAfter)
 		case <-ctxDone:
 			ctxDone = nil
+			w.ctxEnded = true
 			w.log.Warn("stopping the job", "reason", ctx.Err())
 			w.stop(terminate)
 		case <-killC:

@@ -178,8 +178,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "on-lost", Value: "stop", EnvVars: env("ON_LOST"), Usage: "if the lock is lost while the command runs: stop it, or continue"},
 		gpusFlag(), gpuCountFlag(),
 		&cli.IntFlag{Name: "need", Value: 1, EnvVars: env("NEED"), Usage: "with --gpus: how many devices the job takes at once"},
-		vramFlag(), nvidiaSMIFlag(),
+		vramFlag(), nvidiaSMIFlag(), idleWarnFlag(),
 	}, append(shareFlags(), []cli.Flag{
+		journalFlag(),
 		&cli.StringFlag{Name: "log", EnvVars: env("LOG"), TakesFile: true, Usage: "also write the log to `FILE`, rotated; several gpuexec processes may share one"},
 		&cli.IntFlag{Name: "log-max-size", Value: 100, EnvVars: env("LOG_MAX_SIZE"), Usage: "rotate the --log file at this many `MB`"},
 		&cli.IntFlag{Name: "log-max-backups", Value: 5, EnvVars: env("LOG_MAX_BACKUPS"), Usage: "keep this many rotated --log files (0 keeps all)"},

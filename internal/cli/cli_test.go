@@ -362,8 +362,8 @@ func wantNoLock(t testing.TB, lock string) {
 }
 
 // wantOnlyGuard fails unless dir holds nothing but the permanent guard
-// sidecar of gpu.lock (or is missing): no lock file, no *.stale-* or *.tmp-*
-// file.
+// sidecar of gpu.lock and its jobs' journal (or is missing): no lock file,
+// no *.stale-* or *.tmp-* file.
 func wantOnlyGuard(t testing.TB, dir string) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -374,7 +374,7 @@ func wantOnlyGuard(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Name() != "gpu.lock.guard" {
+		if e.Name() != "gpu.lock.guard" && e.Name() != "gpu.lock.journal" {
 			t.Errorf("left behind in the lock folder: %s", e.Name())
 		}
 	}

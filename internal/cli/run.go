@@ -37,6 +37,10 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 	if err != nil {
 		return interrupted(err)
 	}
+	jnl, err := newJobJournal(c, cfg)
+	if err != nil {
+		return interrupted(err)
+	}
 	// Every line names the job, so that the lines of several jobs in one
 	// --log file or journal can be told apart.
 	fields := jobFields(cfg.Lock)
@@ -60,7 +64,15 @@ func runJob(c *cli.Context, argv []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.Signals = sigs
-	if code := supervisor.Run(context.Background(), cfg); code != 0 {
+	// The journal's line is written once Run has returned, the lock
+	// released: never on the way from one holder to the next.
+	var end *supervisor.End
+	cfg.Ended = func(e supervisor.End) { end = &e }
+	code := supervisor.Run(context.Background(), cfg)
+	if end != nil {
+		jnl.write(*end, job.Named("journal"))
+	}
+	if code != 0 {
 		return cli.Exit("", code)
 	}
 	return nil
@@ -133,6 +145,7 @@ func jobConfig(ctx context.Context, c *cli.Context, argv []string) (cfg supervis
 		Share:          c.Bool("share"),
 		Reserve:        reserve,
 		VRAMEnforce:    c.Bool("vram-enforce"),
+		IdleWarn:       durationOf(c, "idle-warn"),
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", optionFailed(err)

@@ -456,3 +456,25 @@ func (f *File) prune(now time.Time) {
 		}
 	}
 }
+
+// RotatedName is the name a file at path rotated at t gets, as a rotation
+// here names it (and Rotated lists it): the first free one from t on, a
+// millisecond apart. For other files rotated by their own writers under
+// their own lock (the job journal), so that Rotated finds theirs too.
+func RotatedName(path string, t time.Time) (string, error) {
+	return (&File{path: path}).freeBackupName(t)
+}
+
+// Prune removes the rotated files of the file at path beyond the keep
+// newest (see RotatedName); keep 0 removes none. Call it where only one
+// process rotates at a time (under the file's own lock).
+func Prune(path string, keep int) {
+	(&File{path: path, o: Options{MaxBackups: keep}}).prune(time.Now())
+}
+
+// Identity is what tells the open file f, whose state is fi, from any
+// other while it exists (its device and inode on Unix, its volume and file
+// index on Windows), and how many names it has.
+func Identity(f *os.File, fi fs.FileInfo) (id string, links uint64, err error) {
+	return identity(f, fi)
+}
