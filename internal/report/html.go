@@ -59,6 +59,9 @@ type htmlView struct {
 	RowsView   []rowView
 	ReaderText []string
 	Bars       int
+	// OneLock is the lock when every row is of one lock (the timeline
+	// then names the devices alone).
+	OneLock string
 }
 
 type legendItem struct {
@@ -125,9 +128,23 @@ func (s *Summary) view() *htmlView {
 			break
 		}
 	}
+	locks := map[string]bool{}
+	for _, r := range s.Rows {
+		locks[r.Lock] = true
+	}
+	if len(locks) == 1 {
+		v.OneLock = s.Rows[0].Lock
+	}
 	for i, r := range s.Rows {
 		y := svgTop + float64(i)*svgRowH
-		rv := rowView{Name: RowName(r), Y: y + 4, TextY: y + 15, LineY: y + svgBarH + 8, Row: r}
+		name := RowName(r)
+		if v.OneLock != "" {
+			name = "whole lock"
+			if r.Device != "" {
+				name = "device " + show(r.Device)
+			}
+		}
+		rv := rowView{Name: name, Y: y + 4, TextY: y + 15, LineY: y + svgBarH + 8, Row: r}
 		for _, b := range r.Bars {
 			c, ok := v.Colors[b.Owner]
 			class := "bar"

@@ -44,14 +44,14 @@ func Day(start time.Time) []journal.Record {
 		{"alice", "render-b", []string{"0"}, 550, 580, 590, journal.Failed, 1, "", 8000, 7900, false, 0},
 		{"bob", "eval", []string{"1"}, 600, 610, 670, journal.Timeout, 124, "", 0, 12000, false, 0},
 		{"carol", "thumbs", nil, 585, -1, 735, journal.Deferred, 75, "", 0, 0, false, -1},
-		{"alice", "upscale", []string{"0"}, 590, 600, 620, journal.Interrupted, 130, "SIGINT", 0, 5000, false, 0},
+		{"alice", "upscale", []string{"0"}, 585, 590, 610, journal.Interrupted, 130, "SIGINT", 0, 5000, false, 0},
 		{"bob", "sweep", []string{"1"}, 670, 670, 700, journal.Lost, 125, "", 0, 9000, false, 0},
-		{"carol", "share-a", []string{"0"}, 780, 780, 840, journal.OK, 0, "", 4000, 3500, true, 0},
+		{"carol", "share-a", []string{"0"}, 780, 780, 900, journal.OK, 0, "", 4000, 3500, true, 0},
 		{"alice", "share-b", []string{"0"}, 785, 785, 810, journal.OverBudget, 123, "", 4000, 5200, true, 0},
-		{"bob", "notebook", []string{"1"}, 720, 720, 900, journal.OK, 0, "", 0, 900, false, 150},
+		{"bob", "notebook", []string{"1"}, 700, 700, 880, journal.OK, 0, "", 0, 900, false, 150},
 		{"dave", "nightly", nil, 960, -1, 960, journal.Refused, 125, "", 0, 0, false, -1},
 		{"alice", "late", nil, 1020, -1, 1025, journal.Interrupted, 143, "SIGTERM", 0, 0, false, -1},
-		{"carol", "big-model", []string{"0"}, 840, 900, 990, journal.OK, 0, "", 10000, 9300, false, 0},
+		{"carol", "big-model", []string{"0"}, 840, 900, 1030, journal.OK, 0, "", 10000, 9300, false, 0},
 	}
 	out := make([]journal.Record, 0, len(d))
 	for i, j := range d {
