@@ -24,6 +24,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"job":      JobName,
 	"devices":  Devices,
 	"rowname":  RowName,
+	"outcomes": Outcomes,
 	"when":     func(t time.Time) string { return t.UTC().Format(stamp) },
 	"unusedms": func(p *int64) int64 { return deref(p) },
 }).Parse(pageText))

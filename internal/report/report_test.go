@@ -65,3 +65,18 @@ func TestDayPage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriteJournals writes Day's journal and a Week of 2,000 jobs to the
+// folder $REPORTTEST_OUT, for docs/report.md and docs/performance.md;
+// skipped without it.
+func TestWriteJournals(t *testing.T) {
+	dir := os.Getenv("REPORTTEST_OUT")
+	if dir == "" {
+		t.Skip("REPORTTEST_OUT not set")
+	}
+	for name, rs := range map[string][]journal.Record{"day.journal": reporttest.Day(day0), "week.journal": reporttest.Week(day0, 2000)} {
+		if err := os.WriteFile(dir+"/"+name, reporttest.Lines(rs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

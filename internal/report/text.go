@@ -167,11 +167,7 @@ func WriteText(w io.Writer, s *Summary) error {
 		}
 		p(", owners %s", strings.Join(names, ", "))
 	}
-	p("\n%d job(s), %s GPU-hours held:", s.Jobs, Hours(s.GPUHeldMS))
-	for _, oc := range s.ByOutcome {
-		p(" %d %s,", oc.Jobs, oc.Outcome)
-	}
-	p("\n\n")
+	p("\n%d job(s), %s GPU-hours held: %s\n\n", s.Jobs, Hours(s.GPUHeldMS), Outcomes(s.ByOutcome))
 
 	p("Per owner\n")
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
@@ -179,13 +175,13 @@ func WriteText(w io.Writer, s *Summary) error {
 	for _, o := range journal.Outcomes {
 		fmt.Fprintf(tw, "\t%s", o)
 	}
-	fmt.Fprint(tw, "\tGPU-hours\twait p50\tp90\tmax\tpeak / budget\t\n")
+	fmt.Fprint(tw, "\tGPU-hours\twait p50\tp90\tmax\tpeak / budget\n")
 	for _, o := range s.Owners {
 		fmt.Fprintf(tw, "  %s\t%d", show(o.Name), o.Jobs)
 		for _, oc := range o.ByOutcome {
 			fmt.Fprintf(tw, "\t%d", oc.Jobs)
 		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\t\n", Hours(o.GPUHeldMS), Duration(o.WaitP50MS), Duration(o.WaitP90MS), Duration(o.WaitMaxMS), Budget(o))
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s\n", Hours(o.GPUHeldMS), Duration(o.WaitP50MS), Duration(o.WaitP90MS), Duration(o.WaitMaxMS), Budget(o))
 	}
 	tw.Flush()
 	if len(s.Owners) == 0 {
@@ -200,9 +196,9 @@ func WriteText(w io.Writer, s *Summary) error {
 
 	p("\nCards: idle while someone waited (should be ~0), and idle overall\n")
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "  card\tjobs\tbusy\tidle\tidle while waited\t\n")
+	fmt.Fprint(tw, "  card\tjobs\tbusy\tidle\tidle while waited\n")
 	for _, r := range s.Rows {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t\n", RowName(r), r.Jobs, Duration(r.BusyMS), Duration(r.IdleMS), Duration(r.IdleWhileWaitingMS))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", RowName(r), r.Jobs, Duration(r.BusyMS), Duration(r.IdleMS), Duration(r.IdleWhileWaitingMS))
 	}
 	tw.Flush()
 	if len(s.Rows) == 0 {
@@ -230,9 +226,9 @@ func jobs(bw *bufio.Writer, js []Job, left int, unused bool) {
 	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	if unused {
-		fmt.Fprint(tw, "  ended\tjob\tunused\theld\tcard\t\n")
+		fmt.Fprint(tw, "  ended\tjob\tunused\theld\tcard\n")
 	} else {
-		fmt.Fprint(tw, "  ended\tjob\toutcome\twaited\theld\thost\t\n")
+		fmt.Fprint(tw, "  ended\tjob\toutcome\twaited\theld\thost\n")
 	}
 	for _, j := range js {
 		if unused {
@@ -240,10 +236,10 @@ func jobs(bw *bufio.Writer, js []Job, left int, unused bool) {
 			if j.UnusedMS != nil {
 				u = *j.UnusedMS
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", j.Ended.UTC().Format(stamp), JobName(j.Owner, j.Slug), Duration(u), Duration(j.HeldMS), Devices(j))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", j.Ended.UTC().Format(stamp), JobName(j.Owner, j.Slug), Duration(u), Duration(j.HeldMS), Devices(j))
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", j.Ended.UTC().Format(stamp), JobName(j.Owner, j.Slug), Ended(j), Duration(j.WaitedMS), Duration(j.HeldMS), show(j.Host))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", j.Ended.UTC().Format(stamp), JobName(j.Owner, j.Slug), Ended(j), Duration(j.WaitedMS), Duration(j.HeldMS), show(j.Host))
 	}
 	tw.Flush()
 	if left > 0 {
@@ -261,6 +257,15 @@ func Devices(j Job) string {
 		parts[i] = show(d)
 	}
 	return "device " + strings.Join(parts, ",")
+}
+
+// Outcomes is counts by outcome in words: "6 ok, 1 failed, ...".
+func Outcomes(cs []OutcomeCount) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%d %s", c.Jobs, c.Outcome)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // WriteJSON writes s as one JSON object and a newline; every string is
