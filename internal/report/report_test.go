@@ -80,3 +80,5 @@ func TestWriteJournals(t *testing.T) {
 		}
 	}
 }
+
+func reporttestDay() []byte { return reporttest.Lines(reporttest.Day(day0)) }

@@ -1,0 +1,140 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/gpuexec/gpuexec/internal/journal"
+	"github.com/gpuexec/gpuexec/internal/report"
+	"github.com/gpuexec/gpuexec/internal/report/reporttest"
+)
+
+// hostileLines are journal lines another member of the group could
+// write: valid records whose names are HTML, script, terminal escapes and
+// invalid UTF-8, beside lines that are no records at all.
+func hostileLines(t *testing.T) []byte {
+	t.Helper()
+	names := []string{
+		`<script>alert(1)</script>`,
+		`"><img src=x onerror=alert(2)>`,
+		"</svg><iframe src=//evil>",
+		"\x1b]0;pwned\x07\x1b[2J",
+		"bad\xff\xfeutf8<b>",
+		"\u202eevil",
+		"line\nbreak<style>",
+	}
+	var rs []journal.Record
+	day := reporttest.Day(day0)
+	for i, n := range names {
+		r := day[i%len(day)]
+		r.PID = 90000 + i
+		r.Owner, r.Slug, r.Host, r.Signal = n, n, n, ""
+		r.Devices = []string{n}
+		if r.Outcome == journal.Interrupted {
+			r.Signal = n
+		}
+		rs = append(rs, r)
+	}
+	var b bytes.Buffer
+	b.Write(reporttest.Lines(rs))
+	b.WriteString(strings.Repeat("A", journal.MaxLine+10) + "\n")                  // too long
+	b.WriteString("\x00\x01\x02\xff\xfe binary \x00\n")                            // binary
+	b.WriteString(`{"v":1,"owner":42,"slug":["x"],"queued":"yesterday"}` + "\n")   // wrong types
+	b.WriteString(`{"v":1,"owner":"<script>x</script>","outcome":"pwned"}` + "\n") // invalid
+	b.WriteString(`{"v":2}` + "\n")
+	b.WriteString(`{"v":1,"owner":"cut`) // no end
+	return b.Bytes()
+}
+
+func TestHostileJournal(t *testing.T) {
+	rd := read(t, hostileLines(t))
+	if rd.Lines() < 5 {
+		t.Errorf("set aside %v, want at least 5 lines", rd.SetAside)
+	}
+	s := report.Summarize(rd, dayOpts())
+	if s.Jobs == 0 {
+		t.Fatal("no hostile record kept: the test tests nothing")
+	}
+
+	var h bytes.Buffer
+	if err := report.WriteHTML(&h, s); err != nil {
+		t.Fatal(err)
+	}
+	page := h.String()
+	for _, bad := range []string{"<script", "<img", "<iframe", "</svg><", "\x1b", "\u202e", "<b>"} {
+		if strings.Contains(page, bad) {
+			i := strings.Index(page, bad)
+			t.Errorf("the page holds %q unescaped: …%s…", bad, page[max(0, i-80):min(len(page), i+80)])
+		}
+	}
+	if !utf8.ValidString(page) {
+		t.Error("the page is not valid UTF-8")
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the page does not show the owner <script>... escaped")
+	}
+	// The page's own elements alone: no script, nothing to fetch.
+	allowed := map[string]bool{"!DOCTYPE": true, "html": true, "head": true, "meta": true, "title": true, "style": true, "body": true,
+		"h1": true, "h2": true, "p": true, "table": true, "tr": true, "th": true, "td": true, "i": true, "span": true,
+		"svg": true, "g": true, "line": true, "text": true, "rect": true}
+	for _, m := range regexp.MustCompile(`</?([!A-Za-z][A-Za-z0-9-]*)`).FindAllStringSubmatch(page, -1) {
+		if !allowed[m[1]] {
+			t.Errorf("the page has an element <%s>", m[1])
+		}
+	}
+
+	var tx bytes.Buffer
+	if err := report.WriteText(&tx, s); err != nil {
+		t.Fatal(err)
+	}
+	text := tx.String()
+	if !utf8.ValidString(text) || strings.ContainsAny(text, "\x1b\x07\u202e\r") || strings.Contains(text, "line\nbreak") {
+		t.Errorf("the text holds unescaped bytes:\n%q", text)
+	}
+
+	var js bytes.Buffer
+	if err := report.WriteJSON(&js, s); err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(js.Bytes()) || bytes.Count(js.Bytes(), []byte("\n")) != 1 || bytes.ContainsAny(js.Bytes(), "\x1b\u202e") {
+		t.Errorf("the JSON is not one line of printable, valid JSON: %q", js.String())
+	}
+	var back report.Summary
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range back.Owners {
+		found = found || o.Name == `<script>alert(1)</script>`
+	}
+	if !found {
+		t.Error("the JSON does not give the owner back as written")
+	}
+}
+
+// TestBounds: a journal of more owners, cards and failures than a report
+// shows keeps within the bounds, and says what it left out.
+func TestBounds(t *testing.T) {
+	var rs []journal.Record
+	for i := range 3000 {
+		r := rec(strings.Repeat("o", 1+i%300)+"x", strings.Repeat("d", 1+i%100), 0, -1, 1, journal.Deferred)
+		r.Devices = []string{strings.Repeat("d", 1+i%100)}
+		rs = append(rs, r)
+	}
+	rd := &journal.Read{Records: rs}
+	rd.Finish()
+	s := report.Summarize(rd, dayOpts())
+	if len(s.Owners) > report.MaxOwners || s.OwnersLeftOut != 300-report.MaxOwners {
+		t.Errorf("%d owners, %d left out", len(s.Owners), s.OwnersLeftOut)
+	}
+	if len(s.Rows) > report.MaxRows || s.JobsOffRows == 0 {
+		t.Errorf("%d rows, %d jobs off them", len(s.Rows), s.JobsOffRows)
+	}
+	if len(s.NotRun) != report.MaxListed || s.NotRunLeftOut != 3000-report.MaxListed {
+		t.Errorf("%d listed, %d left out", len(s.NotRun), s.NotRunLeftOut)
+	}
+}
