@@ -1,8 +1,8 @@
 // Package cli is gpuexec's command line: its commands (run, status,
-// clear, completion), flags and environment variables, help, usage errors,
-// the loggers and the --log file's checks, and the text status and clear
-// print. The program in the module's root hands it its arguments and output
-// streams.
+// clear, report, completion), flags and environment variables, help, usage
+// errors, the loggers and the --log file's checks, and the text status and
+// clear print. The program in the module's root hands it its arguments and
+// output streams.
 package cli
 
 import (

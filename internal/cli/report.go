@@ -98,9 +98,9 @@ func reportCmd(c *cli.Context, stdout io.Writer) error {
 	}
 	if len(rd.Files) == 0 {
 		if len(paths) == 1 {
-			return failed("no journal at %s: no job has ended there yet, or the jobs write it elsewhere (name it with --journal FILE)", quote(paths[0]))
+			return failed("no journal at %s: no job has ended there yet, or the jobs write it elsewhere (name it with --journal FILE)", escape.Quote(paths[0]))
 		}
-		return failed("none of the %d journals named exists (%s, ...)", len(paths), quote(paths[0]))
+		return failed("none of the %d journals named exists (%s, ...)", len(paths), escape.Quote(paths[0]))
 	}
 	s := report.Summarize(rd, report.Options{Since: since, Until: until, Owners: owners, Unused: unused, Now: now})
 	if htmlPath != "" {
@@ -174,9 +174,9 @@ func htmlTarget(path string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	case !fi.Mode().IsRegular():
-		return failed("--html %s is not a regular file (%s): refused; name a new file or a regular one to replace", quote(path), kindOf(fi))
+		return failed("--html %s is not a regular file (%s): refused; name a new file or a regular one to replace", escape.Quote(path), kindOf(fi))
 	}
 	return nil
 }
@@ -202,7 +202,7 @@ func writeHTMLFile(path string, s *report.Summary) error {
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
 	if err != nil {
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	}
 	done := false
 	defer func() {
@@ -212,13 +212,13 @@ func writeHTMLFile(path string, s *report.Summary) error {
 		}
 	}()
 	if err := report.WriteHTML(tmp, s); err != nil {
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	}
 	if err := tmp.Chmod(0o644); err != nil {
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	}
 	// Checked again just before: a link made since is refused, not
 	// replaced... by the rename, which would replace the link itself
@@ -229,7 +229,7 @@ func writeHTMLFile(path string, s *report.Summary) error {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return failed("--html %s: %v", quote(path), err)
+		return failed("--html %s: %v", escape.Quote(path), err)
 	}
 	done = true
 	return nil
