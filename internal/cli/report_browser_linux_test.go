@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +63,7 @@ func TestReportInBrowser(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
 		chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		chromedp.WindowSize(1300, 900),
+		chromedp.WindowSize(1200, 900),
 		chromedp.Env("TMPDIR="+short),
 		chromedp.Flag("disable-gpu", true),
 	)
@@ -115,11 +120,11 @@ func TestReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if shot := os.Getenv("GPUEXEC_SCREENSHOT"); shot != "" {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		full, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(shot, png, 0o644); err != nil {
+		if err := os.WriteFile(shot, smallPNG(t, full), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,4 +149,49 @@ func TestReportInBrowser(t *testing.T) {
 	if !strings.HasPrefix(title, "gpuexec report") {
 		t.Errorf("title %q", title)
 	}
+}
+
+// smallPNG is the PNG b with its 256 most frequent colours alone (each
+// other pixel takes the nearest of them): a page of flat colours loses
+// little, and the docs keep their screenshot under 200 KB.
+func smallPNG(t *testing.T, b []byte) []byte {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[color.RGBA]int{}
+	bounds := img.Bounds()
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			counts[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	colors := make([]color.RGBA, 0, len(counts))
+	for c := range counts {
+		colors = append(colors, c)
+	}
+	sort.Slice(colors, func(i, j int) bool { return counts[colors[i]] > counts[colors[j]] })
+	pal := make(color.Palette, 0, 256)
+	for _, c := range colors[:min(256, len(colors))] {
+		pal = append(pal, c)
+	}
+	out := image.NewPaletted(bounds, pal)
+	index := map[color.RGBA]uint8{}
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			i, ok := index[c]
+			if !ok {
+				i = uint8(pal.Index(c))
+				index[c] = i
+			}
+			out.SetColorIndex(x, y, i)
+		}
+	}
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, out); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -95,7 +95,7 @@ type barView struct {
 }
 
 func (s *Summary) view() *htmlView {
-	v := &htmlView{Summary: s, Colors: map[string]int{}, SVGW: svgLeft + svgWidth + 10, Left: svgLeft}
+	v := &htmlView{Summary: s, Colors: map[string]int{}, SVGW: svgLeft + svgWidth + 40, Left: svgLeft}
 	for i, o := range s.Owners {
 		v.Colors[o.Name] = i % palette
 		if i < 3*palette {

@@ -149,7 +149,7 @@ func shownList(names []string) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(names)-most))
 			break
 		}
-		parts = append(parts, show(n))
+		parts = append(parts, escape.Text(n)) // a path whole: the reader's own
 	}
 	return strings.Join(parts, ", ")
 }
