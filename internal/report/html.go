@@ -92,6 +92,7 @@ type barView struct {
 	Title    string
 	Outcome  journal.Outcome
 	Deferred bool
+	Marked   bool
 }
 
 func (s *Summary) view() *htmlView {
@@ -155,8 +156,16 @@ func (s *Summary) view() *htmlView {
 				class += " other"
 			}
 			class += " out-" + string(b.Outcome)
-			rv.Bars = append(rv.Bars, barView{X: x(b.From), W: max(1.5, x(b.To)-x(b.From)), Y: y + 4, Class: class, Outcome: b.Outcome,
-				Title: fmt.Sprintf("%s %s, %s to %s, held %s", JobName(b.Owner, b.Slug), b.Outcome, b.From.Format(stamp), b.To.Format("15:04"), Duration(b.To.Sub(b.From).Milliseconds()))})
+			w := max(1.5, x(b.To)-x(b.From))
+			// A bar too thin for an outline is marked by a red tick
+			// above it instead (Marked).
+			thin := w < 6
+			if thin {
+				class += " thin"
+			}
+			rv.Bars = append(rv.Bars, barView{X: x(b.From), W: w, Y: y + 4, Class: class, Outcome: b.Outcome,
+				Marked: thin && b.Outcome != journal.OK,
+				Title:  fmt.Sprintf("%s %s, %s to %s, held %s", JobName(b.Owner, b.Slug), b.Outcome, b.From.Format(stamp), b.To.Format("15:04"), Duration(b.To.Sub(b.From).Milliseconds()))})
 			v.Bars++
 		}
 		for _, b := range r.Waits {
@@ -189,3 +198,6 @@ func (s *Summary) NotRunCount() int { return len(s.NotRun) + s.NotRunLeftOut }
 
 // UnusedCount is the number of jobs held unused, listed or not.
 func (s *Summary) UnusedCount() int { return len(s.Unused) + s.UnusedLeftOut }
+
+// TickY is where a thin bar's red tick goes: just above it.
+func (b barView) TickY() float64 { return b.Y - 4 }

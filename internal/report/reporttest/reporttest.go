@@ -120,7 +120,7 @@ func Week(start time.Time, n int) []journal.Record {
 			queued = start
 		}
 		started := free[dev]
-		held := per/4 + time.Duration(rng.Int64N(int64(per/2)))
+		held := per*6/10 + time.Duration(rng.Int64N(int64(per*3/10)))
 		ended := started.Add(held)
 		r := journal.Record{V: journal.Version, Owner: owner, Slug: fmt.Sprintf("video-%04d", i), Argv: []string{"render", fmt.Sprint(i)},
 			User: owner, Host: "ws1", PID: 10000 + i, Lock: Lock, Queued: queued.UTC(), Outcome: oc}
