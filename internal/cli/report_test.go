@@ -7,7 +7,9 @@ import (
 
 func TestReportTime(t *testing.T) {
 	now := time.Date(2026, 12, 8, 12, 0, 0, 0, time.UTC)
-	local := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.Local) }
+	local := func(y int, m time.Month, d, h, min int) time.Time {
+		return time.Date(y, m, d, h, min, 0, 0, time.Local)
+	}
 	for _, c := range []struct {
 		in   string
 		want time.Time

@@ -13,47 +13,10 @@ import (
 	"github.com/gpuexec/gpuexec/internal/report/reporttest"
 )
 
-// hostileLines are journal lines another member of the group could
-// write: valid records whose names are HTML, script, terminal escapes and
-// invalid UTF-8, beside lines that are no records at all.
-func hostileLines(t *testing.T) []byte {
-	t.Helper()
-	names := []string{
-		`<script>alert(1)</script>`,
-		`"><img src=x onerror=alert(2)>`,
-		"</svg><iframe src=//evil>",
-		"\x1b]0;pwned\x07\x1b[2J",
-		"bad\xff\xfeutf8<b>",
-		"\u202eevil",
-		"line\nbreak<style>",
-	}
-	var rs []journal.Record
-	day := reporttest.Day(day0)
-	for i, n := range names {
-		r := day[i%len(day)]
-		r.PID = 90000 + i
-		r.Owner, r.Slug, r.Host, r.Signal = n, n, n, ""
-		r.Devices = []string{n}
-		if r.Outcome == journal.Interrupted {
-			r.Signal = n
-		}
-		rs = append(rs, r)
-	}
-	var b bytes.Buffer
-	b.Write(reporttest.Lines(rs))
-	b.WriteString(strings.Repeat("A", journal.MaxLine+10) + "\n")                  // too long
-	b.WriteString("\x00\x01\x02\xff\xfe binary \x00\n")                            // binary
-	b.WriteString(`{"v":1,"owner":42,"slug":["x"],"queued":"yesterday"}` + "\n")   // wrong types
-	b.WriteString(`{"v":1,"owner":"<script>x</script>","outcome":"pwned"}` + "\n") // invalid
-	b.WriteString(`{"v":2}` + "\n")
-	b.WriteString(`{"v":1,"owner":"cut`) // no end
-	return b.Bytes()
-}
-
 func TestHostileJournal(t *testing.T) {
-	rd := read(t, hostileLines(t))
-	if rd.Lines() < 5 {
-		t.Errorf("set aside %v, want at least 5 lines", rd.SetAside)
+	rd := read(t, reporttest.Hostile(day0))
+	if rd.Lines() != reporttest.HostileSetAside || len(rd.Records) != len(reporttest.HostileNames)+1 {
+		t.Errorf("kept %d records, set aside %v; want %d and %d lines", len(rd.Records), rd.SetAside, len(reporttest.HostileNames)+1, reporttest.HostileSetAside)
 	}
 	s := report.Summarize(rd, dayOpts())
 	if s.Jobs == 0 {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/journal"
@@ -167,3 +168,59 @@ func Lines(rs []journal.Record) []byte {
 	}
 	return b.Bytes()
 }
+
+// HostileNames are owner and slug names another member of the group could
+// write into the journal: HTML, script, terminal escapes, a bidirectional
+// override, invalid UTF-8, a newline.
+var HostileNames = []string{
+	`<script>alert(1)</script>`,
+	`"><img src=x onerror=alert(2)>`,
+	"</svg><iframe src=//evil>",
+	"\x1b]0;pwned\x07\x1b[2J",
+	"bad\xff\xfeutf8<b>",
+	"\u202eevil",
+	"line\nbreak<style>",
+}
+
+// Hostile is a journal of lines another member could write, from start
+// (a midnight): valid records (of Day's) whose owner, slug, host, device
+// and signal are each of HostileNames, one written with raw invalid UTF-8
+// bytes; then lines that are no records: one over journal.MaxLine, binary,
+// wrong types, an unknown outcome, another version, and a last line
+// without its end. A reader keeps len(HostileNames)+1 records and sets
+// aside HostileSetAside lines.
+func Hostile(start time.Time) []byte {
+	day := Day(start)
+	var rs []journal.Record
+	for i, n := range HostileNames {
+		r := day[i%len(day)]
+		r.PID = 90000 + i
+		r.Owner, r.Slug, r.Host = n, n, n
+		if len(r.Devices) > 0 {
+			r.Devices = []string{n}
+		}
+		if r.Signal != "" {
+			r.Signal = n
+		}
+		rs = append(rs, r)
+	}
+	var b bytes.Buffer
+	b.Write(Lines(rs))
+	// Raw bytes that are not UTF-8 inside a JSON string (Marshal would
+	// have replaced them).
+	raw := day[0]
+	raw.PID = 90100
+	raw.Owner = "RAWOWNER"
+	line := Lines([]journal.Record{raw})
+	b.Write(bytes.Replace(line, []byte("RAWOWNER"), []byte("raw\xff\xfe<u>"), 1))
+	b.WriteString(`{"v":1,"owner":"` + strings.Repeat("A", journal.MaxLine+10) + "\"}\n")
+	b.WriteString("\x00\x01\x02\xff\xfe binary \x00\n")
+	b.WriteString(`{"v":1,"owner":42,"slug":["x"],"queued":"yesterday"}` + "\n")
+	b.WriteString(`{"v":1,"owner":"<script>x</script>","outcome":"pwned"}` + "\n")
+	b.WriteString(`{"v":2}` + "\n")
+	b.WriteString(`{"v":1,"owner":"cut`)
+	return b.Bytes()
+}
+
+// HostileSetAside is the number of lines of Hostile that are no records.
+const HostileSetAside = 6
