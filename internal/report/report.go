@@ -109,8 +109,9 @@ type Owner struct {
 	Name      string         `json:"owner"`
 	Jobs      int            `json:"jobs"`
 	ByOutcome []OutcomeCount `json:"by_outcome"`
-	// GPUHeldMS is the time held, times the number of devices held (a
-	// job without devices counts as one): GPU-milliseconds.
+	// GPUHeldMS is the time held within the window, times the number of
+	// devices held (a job without devices counts as one):
+	// GPU-milliseconds.
 	GPUHeldMS int64 `json:"gpu_held_ms"`
 	// WaitP50MS, WaitP90MS and WaitMaxMS are the waits of all its jobs
 	// (nearest rank).
@@ -247,7 +248,6 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 			o = &ownerAcc{name: r.Owner, by: map[journal.Outcome]int{}}
 			owners[r.Owner] = o
 		}
-		o.add(r)
 		if r.Outcome != journal.OK {
 			notRun = append(notRun, r)
 		}
@@ -255,6 +255,11 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 			unusedJ = append(unusedJ, r)
 		}
 		held, heldOK := cut(r.Started, r.Ended, since, until)
+		var heldMS int64
+		if heldOK {
+			heldMS = held.to.Sub(held.from).Milliseconds()
+		}
+		o.add(r, heldMS)
 		waitEnd := r.Ended
 		if r.Started != nil {
 			waitEnd = *r.Started
@@ -413,10 +418,11 @@ type ownerAcc struct {
 	overBudget int
 }
 
-func (o *ownerAcc) add(r *journal.Record) {
+// add counts r, which held the lock heldMS within the window.
+func (o *ownerAcc) add(r *journal.Record, heldMS int64) {
 	o.jobs++
 	o.by[r.Outcome]++
-	o.gpuMS += r.HeldMS * int64(max(1, len(r.Devices)))
+	o.gpuMS += heldMS * int64(max(1, len(r.Devices)))
 	o.waits = append(o.waits, r.WaitedMS)
 	if r.PeakMiB != nil {
 		if o.peak == nil || *r.PeakMiB > *o.peak {

@@ -79,6 +79,7 @@ func TestSummarize(t *testing.T) {
 		owners map[string][3]int64 // jobs, wait p50, wait p90 (minutes)
 		rows   []row
 		notOK  int
+		gpu    int64 // GPU-milliseconds held in the window, when not 0
 	}{{
 		name: "waits that overlap, and the card idle between holders",
 		recs: []journal.Record{
@@ -115,6 +116,7 @@ func TestSummarize(t *testing.T) {
 		jobs:   2,
 		owners: map[string][3]int64{"a": {1, 30, 30}, "c": {1, 0, 0}},
 		rows:   []row{{"0", 1, mins(30), mins(30), 0}, {"1", 1, mins(10), mins(50), 0}},
+		gpu:    mins(40),
 	}, {
 		name: "owner filter",
 		recs: []journal.Record{
@@ -166,6 +168,9 @@ func TestSummarize(t *testing.T) {
 				if got != want {
 					t.Errorf("row %d = %+v, want %+v (ms)", i, got, want)
 				}
+			}
+			if c.gpu != 0 && s.GPUHeldMS != c.gpu {
+				t.Errorf("GPUHeldMS = %d, want %d", s.GPUHeldMS, c.gpu)
 			}
 			if len(s.NotRun) != c.notOK {
 				t.Errorf("%d not ok, want %d", len(s.NotRun), c.notOK)
