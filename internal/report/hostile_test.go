@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,5 +100,36 @@ func TestBounds(t *testing.T) {
 	}
 	if len(s.NotRun) != report.MaxListed || s.NotRunLeftOut != 3000-report.MaxListed {
 		t.Errorf("%d listed, %d left out", len(s.NotRun), s.NotRunLeftOut)
+	}
+}
+
+// TestBarsBound: a timeline keeps at most MaxBars bars, the latest of each
+// row, and the page says how many it left out.
+func TestBarsBound(t *testing.T) {
+	var rs []journal.Record
+	for i := range report.MaxBars + 5000 {
+		rs = append(rs, rec("a", "0", 0, 0, 1+i%1000, journal.OK))
+	}
+	rs = append(rs, rec("b", "1", 0, 0, 10, journal.OK))
+	rd := &journal.Read{Records: rs}
+	rd.Finish()
+	s := report.Summarize(rd, dayOpts())
+	bars, left := 0, 0
+	for _, r := range s.Rows {
+		bars += len(r.Bars)
+		left += r.BarsLeftOut
+	}
+	if bars > report.MaxBars || bars+left != report.MaxBars+5001 || len(s.Rows[1].Bars) != 1 {
+		t.Errorf("%d bars kept, %d left out, of %d", bars, left, report.MaxBars+5001)
+	}
+	var h bytes.Buffer
+	if err := report.WriteHTML(&h, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(h.String(), `<rect class="bar`); got != bars {
+		t.Errorf("the page draws %d bars, the summary keeps %d", got, bars)
+	}
+	if !strings.Contains(h.String(), fmt.Sprintf("and %d earlier bars", left)) {
+		t.Error("the page does not say how many bars it left out")
 	}
 }

@@ -63,6 +63,8 @@ type htmlView struct {
 	// OneLock is the lock when every row is of one lock (the timeline
 	// then names the devices alone).
 	OneLock string
+	// BarsLeftOut counts the bars and waits of all rows left out.
+	BarsLeftOut int
 }
 
 type legendItem struct {
@@ -174,6 +176,7 @@ func (s *Summary) view() *htmlView {
 				Title: fmt.Sprintf("%s waited %s (%s)", JobName(b.Owner, b.Slug), Duration(b.To.Sub(b.From).Milliseconds()), b.Outcome)}
 			rv.Waits = append(rv.Waits, wv)
 		}
+		v.BarsLeftOut += r.BarsLeftOut
 		v.RowsView = append(v.RowsView, rv)
 	}
 	v.SVGH = svgTop + float64(len(s.Rows))*svgRowH + 6
@@ -201,3 +204,6 @@ func (s *Summary) UnusedCount() int { return len(s.Unused) + s.UnusedLeftOut }
 
 // TickY is where a thin bar's red tick goes: just above it.
 func (b barView) TickY() float64 { return b.Y - 4 }
+
+// MaxBars is the package's MaxBars, for the page.
+func (v *htmlView) MaxBars() int { return MaxBars }

@@ -33,9 +33,10 @@ const (
 	// MaxListed is the most jobs listed in Summary.NotRun and
 	// Summary.Unused each (the latest first); the others are counted.
 	MaxListed = 500
-	// MaxBars is the most bars and waits drawn on one row's timeline (the
-	// latest kept); the others are counted in Row.BarsLeftOut.
-	MaxBars = 20000
+	// MaxBars is the most bars, and the most waits, kept on all the rows
+	// of a timeline together: each of n rows keeps its latest MaxBars/n;
+	// the others are counted in Row.BarsLeftOut.
+	MaxBars = 40000
 )
 
 // DefaultUnused is Options.Unused when it is 0.
@@ -316,6 +317,7 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 	s.Unused, s.UnusedLeftOut = listed(unusedJ)
 
 	window := until.Sub(since).Milliseconds()
+	perRow := MaxBars / max(1, len(rows))
 	for k, ra := range rows {
 		busy := ra.held
 		if k.device != "" {
@@ -334,10 +336,10 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 		row.IdleMS = max(0, window-row.BusyMS)
 		sortBars(row.Bars)
 		sortBars(row.Waits)
-		if n := len(row.Bars) - MaxBars; n > 0 {
+		if n := len(row.Bars) - perRow; n > 0 {
 			row.Bars, row.BarsLeftOut = row.Bars[n:], n
 		}
-		if n := len(row.Waits) - MaxBars; n > 0 {
+		if n := len(row.Waits) - perRow; n > 0 {
 			row.Waits = row.Waits[n:]
 			row.BarsLeftOut += n
 		}
