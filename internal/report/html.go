@@ -1,10 +1,12 @@
 package report
 
 import (
+	"bufio"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/journal"
@@ -73,7 +75,7 @@ type legendItem struct {
 }
 
 type tick struct {
-	X     float64
+	X     coord
 	Label string
 }
 
@@ -88,8 +90,8 @@ type rowView struct {
 }
 
 type barView struct {
-	X, W, Y  float64
-	X2       float64
+	X, W, Y  coord
+	X2       coord
 	Class    string
 	Title    string
 	Outcome  journal.Outcome
@@ -127,7 +129,7 @@ func (s *Summary) view() *htmlView {
 		if t.Before(s.Since) {
 			continue
 		}
-		v.Ticks = append(v.Ticks, tick{X: x(t), Label: t.Format(format)})
+		v.Ticks = append(v.Ticks, tick{X: coord(x(t)), Label: t.Format(format)})
 		if len(v.Ticks) > 40 {
 			break
 		}
@@ -165,13 +167,13 @@ func (s *Summary) view() *htmlView {
 			if thin {
 				class += " thin"
 			}
-			rv.Bars = append(rv.Bars, barView{X: x(b.From), W: w, Y: y + 4, Class: class, Outcome: b.Outcome,
+			rv.Bars = append(rv.Bars, barView{X: coord(x(b.From)), W: coord(w), Y: coord(y + 4), Class: class, Outcome: b.Outcome,
 				Marked: thin && b.Outcome != journal.OK,
 				Title:  fmt.Sprintf("%s %s, %s to %s, held %s", JobName(b.Owner, b.Slug), b.Outcome, b.From.Format(stamp), b.To.Format("15:04"), Duration(b.To.Sub(b.From).Milliseconds()))})
 			v.Bars++
 		}
 		for _, b := range r.Waits {
-			wv := barView{X: x(b.From), X2: max(x(b.From)+1, x(b.To)), Y: y + svgBarH + 8, Outcome: b.Outcome,
+			wv := barView{X: coord(x(b.From)), X2: coord(max(x(b.From)+1, x(b.To))), Y: coord(y + svgBarH + 8), Outcome: b.Outcome,
 				Deferred: !b.Outcome.Ran(), Class: "wait out-" + string(b.Outcome),
 				Title: fmt.Sprintf("%s waited %s (%s)", JobName(b.Owner, b.Slug), Duration(b.To.Sub(b.From).Milliseconds()), b.Outcome)}
 			rv.Waits = append(rv.Waits, wv)
@@ -190,7 +192,13 @@ func (s *Summary) view() *htmlView {
 // timed-out jobs marked), then the tables. It loads nothing: no script, no
 // font, no image, no link. Every name another user wrote is escaped.
 func WriteHTML(w io.Writer, s *Summary) error {
-	return page.Execute(w, s.view())
+	// The template writes in many small pieces: buffered, they are few
+	// writes to a file.
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := page.Execute(bw, s.view()); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // WindowMS is the window's length.
@@ -203,7 +211,13 @@ func (s *Summary) NotRunCount() int { return len(s.NotRun) + s.NotRunLeftOut }
 func (s *Summary) UnusedCount() int { return len(s.Unused) + s.UnusedLeftOut }
 
 // TickY is where a thin bar's red tick goes: just above it.
-func (b barView) TickY() float64 { return b.Y - 4 }
+func (b barView) TickY() coord { return b.Y - 4 }
+
+// coord is an SVG coordinate, written with one decimal (a tenth of a
+// unit is finer than a pixel; the page stays small).
+type coord float64
+
+func (c coord) String() string { return strconv.FormatFloat(float64(c), 'f', 1, 64) }
 
 // MaxBars is the package's MaxBars, for the page.
 func (v *htmlView) MaxBars() int { return MaxBars }
