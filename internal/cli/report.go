@@ -24,7 +24,8 @@ func reportCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "report",
 		Usage: "sum up the journal: jobs per owner by outcome, GPU-hours, waits, the jobs that did not run or failed, idle cards; as text, --json or an --html page",
-		Description: inheritNote + "\n\n--since and --until take a duration ago (7d, 36h, 90m, 2w), an RFC 3339 time (2026-12-01T08:00:00Z) or a date " +
+		Description: "Flags may also come before the subcommand (gpuexec --lock PATH report); one given after it wins. " +
+			"--lock reads GPUEXEC_LOCK and --journal GPUEXEC_JOURNAL; a GPUEXEC_OWNER set for jobs does not narrow a report.\n\n--since and --until take a duration ago (7d, 36h, 90m, 2w), an RFC 3339 time (2026-12-01T08:00:00Z) or a date " +
 			"(2026-12-01, midnight in the local time zone). A job is counted when it ended in the window; its waits and holds are cut to it. " +
 			"With --html the page goes to FILE (written whole, then renamed over it) and nothing to stdout but --json's object when asked. " +
 			"No journal file found is one line and status 125.",
