@@ -221,9 +221,9 @@ func writeHTMLFile(path string, s *report.Summary) error {
 	if err := tmp.Close(); err != nil {
 		return failed("--html %s: %v", escape.Quote(path), err)
 	}
-	// Checked again just before: a link made since is refused, not
-	// replaced... by the rename, which would replace the link itself
-	// (rename never follows it), so this is for the message alone.
+	// Checked again, for what appeared while the page was written. A
+	// link made after this check is replaced by the rename, never
+	// followed: rename acts on the name, not on what a link points at.
 	if err := htmlTarget(path); err != nil {
 		os.Remove(tmp.Name())
 		done = true
