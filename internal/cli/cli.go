@@ -1,8 +1,8 @@
 // Package cli is gpuexec's command line: its commands (run, status,
-// clear, completion), flags and environment variables, help, usage errors,
-// the loggers and the --log file's checks, and the text status and clear
-// print. The program in the module's root hands it its arguments and output
-// streams.
+// clear, report, completion), flags and environment variables, help, usage
+// errors, the loggers and the --log file's checks, and the text status and
+// clear print. The program in the module's root hands it its arguments and
+// output streams.
 package cli
 
 import (
@@ -206,7 +206,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 	return withWords(withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\n" + reportUsage,
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -256,6 +256,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
 				OnUsageError: usageError,
 			},
+			reportCommand(stdout),
 			completionCommand(stdout),
 		},
 	}), child, "run")

@@ -32,6 +32,12 @@ func subcommandFlags(flags ...cli.Flag) []cli.Flag {
 	return flags
 }
 
+// ownMeaning are, by subcommand, its flags that share a name with a job's
+// but mean something else there (report's --owner filters, a job's names
+// it): never taken from the app's (a GPUEXEC_OWNER set for jobs must not
+// narrow a report).
+var ownMeaning = map[string][]string{"report": {"owner"}}
+
 // lockChoosing are the flags that say which lock a command acts on.
 var lockChoosing = []string{"lock", "gpus", "gpu-count", "stale"}
 
@@ -53,7 +59,7 @@ func inheritFlags(c *cli.Context) error {
 		// Only values given (before the subcommand, or by a variable):
 		// the defaults are the same, and IsSet stays true only for
 		// what was given.
-		if isHelpFlag(name) || c.IsSet(name) || flagNamed(parent, name) == nil || !parent.IsSet(name) {
+		if isHelpFlag(name) || c.IsSet(name) || slices.Contains(ownMeaning[c.Command.Name], name) || flagNamed(parent, name) == nil || !parent.IsSet(name) {
 			continue
 		}
 		if err := c.Set(name, fmt.Sprint(parent.Value(name))); err != nil {
