@@ -205,7 +205,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 	return withWords(withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\ngpuexec top [--lock PATH] [--interval 1s]",
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -255,6 +255,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				Action:       func(c *cli.Context) error { return clearCmd(c, stdout, stderr) },
 				OnUsageError: usageError,
 			},
+			topCommand(stdout),
 			completionCommand(stdout),
 		},
 	}), child, "run")
