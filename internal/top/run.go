@@ -19,7 +19,8 @@ const DefaultInterval = time.Second
 // after Run returns. snap is called on a goroutine of its own, one call at
 // a time, so that a slow reading (nvidia-smi) never delays a key or a
 // resize; a tick that comes while a call is still running is skipped. Run
-// waits for a call in progress before it returns.
+// does not wait for a call in progress when it returns: the caller ends it
+// (a context snap reads with, cancelled after Run).
 func Run(ctx context.Context, screen tcell.Screen, snap func() Snapshot, interval time.Duration) error {
 	if interval <= 0 {
 		interval = DefaultInterval
@@ -39,11 +40,6 @@ func Run(ctx context.Context, screen tcell.Screen, snap func() Snapshot, interva
 		reading = true
 		go func() { snaps <- snap() }()
 	}
-	defer func() {
-		if reading {
-			<-snaps
-		}
-	}()
 
 	var cur Snapshot
 	shown := false
