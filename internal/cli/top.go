@@ -97,6 +97,9 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	// ends the view, and the terminal is given back as it was.
 	ctx, stop := signals.Ending(context.Background())
 	defer stop()
+	// A reading of the cards still running at a quit key is stopped.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rd.ctx = ctx
 	return top.Run(ctx, screen, rd.snapshot, durationOf(c, "interval"))
 }

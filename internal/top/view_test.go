@@ -68,12 +68,16 @@ func TestView(t *testing.T) {
 		{"devices", Snapshot{Report: &lock.Report{Locks: []*lock.Status{
 			func() *lock.Status { s := free(); s.Device = "0"; return s }(),
 			func() *lock.Status { s := held("a", "b", 1, time.Minute, 0); s.Device = "1"; return s }()},
-			Queue: []lock.Waiter{func() lock.Waiter { w := waiter(1, "x", "y", time.Second); w.Locks = []string{"gpu0.lock", "gpu1.lock"}; return w }()}}},
+			Queue: []lock.Waiter{func() lock.Waiter {
+				w := waiter(1, "x", "y", time.Second)
+				w.Locks = []string{"gpu0.lock", "gpu1.lock"}
+				return w
+			}()}}},
 			[]string{"GPU 0: free", "GPU 1: held by a/b (pid 1)", "waited 1s for gpu0.lock,gpu1.lock"}, nil},
 		{"cards attributed and foreign", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Cards: []gpu.Card{card(5120, 10240,
 			gpu.Attributed{Process: gpu.Process{PID: 4711, Name: "python", Used: 4096}, Job: &gpu.Job{Owner: "channels", Slug: "ep12", PID: 4242}},
 			gpu.Attributed{Process: gpu.Process{PID: 99, Name: "Xorg", Used: 1024}})}},
-			[]string{"GPU 0 NVIDIA GeForce RTX 3080", "  ["+strings.Repeat("#", 19)+strings.Repeat(".", 19)+"] 5.0 GiB of 10.0 GiB used",
+			[]string{"GPU 0 NVIDIA GeForce RTX 3080", "  [" + strings.Repeat("#", 19) + strings.Repeat(".", 19) + "] 5.0 GiB of 10.0 GiB used",
 				"pid 4711 python (4.0 GiB) under gpuexec channels/ep12 (pid 4242)", "pid 99 Xorg (1.0 GiB) not under gpuexec"}, nil},
 		{"card without processes, processes unknown", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}},
 			Cards: []gpu.Card{card(0, 10240), {Device: gpu.Device{Index: 1, Name: "B", Memory: gpu.Memory{Total: gpu.Unknown, Used: gpu.Unknown}}}}, CardsErr: "processes unknown: nvidia-smi failed"},
@@ -90,7 +94,7 @@ func TestView(t *testing.T) {
 			[]string{"last jobs:", "  no journal yet at /tmp/g/gpu.lock.journal"}, nil},
 		{"hostile strings", Snapshot{Path: "/tmp/\x1b[2J", Report: &lock.Report{Locks: []*lock.Status{held(hostile, hostile, 1, time.Minute, 0)},
 			Queue: []lock.Waiter{waiter(1, hostile, hostile, time.Second)}},
-			Cards: []gpu.Card{card(1, 2, gpu.Attributed{Process: gpu.Process{PID: 5, Name: hostile, Used: 1}, Job: &gpu.Job{Owner: hostile, Slug: hostile}})},
+			Cards:    []gpu.Card{card(1, 2, gpu.Attributed{Process: gpu.Process{PID: 5, Name: hostile, Used: 1}, Job: &gpu.Job{Owner: hostile, Slug: hostile}})},
 			CardsErr: hostile, LockErr: hostile, JournalNote: hostile,
 			Jobs: []journal.Record{{Owner: hostile, Slug: hostile, Outcome: journal.OK, Ended: now}}},
 			[]string{`ev\x1b[31mil\x1b[2J\x1b[H\x1b]0;pwned\a\nfake line\u202e\xff/`, `/tmp/\x1b[2J`}, nil},
