@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/gdamore/tcell/v2"
@@ -47,8 +48,9 @@ func topCommand(stdout io.Writer) *cli.Command {
 		Name:        "top",
 		Usage:       "a live view: who holds the lock, the queue, each GPU's memory and processes, the last jobs (q quits)",
 		Description: inheritNote + "\nWithout a terminal on stdout it prints one frame and exits.",
-		Flags: subcommandFlags(
-			lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), journalsFlag(),
+		// --interval is top's alone: it reads its variable itself.
+		Flags: append(subcommandFlags(
+			lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), journalsFlag()),
 			durationFlag("interval", top.DefaultInterval, "TOP_INTERVAL", "redraw this often (the GPUs are read at most every "+topCardsEvery.String()+")", nil),
 		),
 		Before:       inheritFlags,
@@ -72,10 +74,15 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 		return err // a --nvidia-smi that names nothing
 	}
 	rd := &topReader{c: c, o: o, b: b, tails: map[string]*journalTail{}}
-	if b != lock.Files && len(c.StringSlice("journal")) == 0 {
+	switch {
+	case slices.Contains(c.StringSlice("journal"), journalOff):
+		rd.journalNote = "no journal read (--journal off)"
+	case b != lock.Files && len(c.StringSlice("journal")) == 0:
 		rd.journalNote = "an etcd lock has no journal of its own: --journal FILE names the jobs' journal"
-	} else if rd.journals, err = journalPaths(c, o.Path, b); err != nil {
-		return err
+	default:
+		if rd.journals, err = journalPaths(c, o.Path, b); err != nil {
+			return err
+		}
 	}
 
 	f, ok := stdout.(*os.File)

@@ -61,6 +61,7 @@ func View(s Snapshot, width, height int) []string {
 		return nil
 	}
 	lines := Lines(s, width)
+	lines[0] += "  (q quits)"
 	if len(lines) > height {
 		more := len(lines) - height + 1
 		lines = append(lines[:height-1:height-1], fmt.Sprintf("… %d more line(s): a taller terminal shows them", more))
@@ -134,7 +135,6 @@ func Lines(s Snapshot, width int) []string {
 	if s.JournalNote != "" {
 		add("  %s", escape.Text(s.JournalNote))
 	}
-	add("q quits")
 	return out
 }
 

@@ -55,7 +55,7 @@ func TestView(t *testing.T) {
 		absent []string // in no line
 	}{
 		{"free lock", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}},
-			[]string{"lock: free", "queue: empty", "GPUs: no nvidia-smi to read them with", "q quits"}, []string{"last jobs"}},
+			[]string{"lock: free", "queue: empty", "GPUs: no nvidia-smi to read them with", "(q quits)"}, []string{"last jobs"}},
 		{"held", Snapshot{Report: &lock.Report{Locks: []*lock.Status{held("channels", "ep12", 4242, 3*time.Minute+12*time.Second, 8*time.Minute+55*time.Second)}}},
 			[]string{"lock: held by channels/ep12 (pid 4242) for 3m12s, deadline ", "(in 8m55s)"}, nil},
 		{"held without deadline", Snapshot{Report: &lock.Report{Locks: []*lock.Status{held("a", "b", 1, 2*time.Hour+5*time.Minute, 0)}}},
