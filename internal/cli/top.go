@@ -73,6 +73,11 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	if _, err := smi(c); err != nil {
 		return err // a --nvidia-smi that names nothing
 	}
+	// A lock that cannot be read at all (its folder missing: a mistyped
+	// --lock) is refused as status refuses it; later failures are shown.
+	if _, err := b.Inspect(o); err != nil {
+		return unreadable(o.Path, err)
+	}
 	rd := &topReader{c: c, o: o, b: b, tails: map[string]*journalTail{}}
 	switch {
 	case slices.Contains(c.StringSlice("journal"), journalOff):

@@ -61,7 +61,7 @@ func View(s Snapshot, width, height int) []string {
 		return nil
 	}
 	lines := Lines(s, width)
-	lines[0] += "  (q quits)"
+	lines[0] = "gpuexec top (q quits)" + strings.TrimPrefix(lines[0], "gpuexec top")
 	if len(lines) > height {
 		more := len(lines) - height + 1
 		lines = append(lines[:height-1:height-1], fmt.Sprintf("… %d more line(s): a taller terminal shows them", more))
@@ -79,11 +79,11 @@ func Lines(s Snapshot, width int) []string {
 	var out []string
 	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	header := "gpuexec top"
-	if s.Path != "" {
-		header += "  " + escape.Text(s.Path)
-	}
 	if !s.At.IsZero() {
 		header += "  " + s.At.Local().Format("15:04:05")
+	}
+	if s.Path != "" {
+		header += "  " + escape.Text(s.Path)
 	}
 	add("%s", header)
 
