@@ -32,7 +32,7 @@ const (
 	// nvidia-smi is a process started per reading (tens of milliseconds
 	// of a core), which a reading each second would make most of top's
 	// cost (docs/performance.md, "gpuexec top").
-	topCardsEvery = 5 * time.Second
+	topCardsEvery = 10 * time.Second
 	// topJobs is how many of the journal's last jobs top shows.
 	topJobs = 10
 	// topJournalTail bounds what top reads of each journal, from its
