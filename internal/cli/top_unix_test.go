@@ -310,15 +310,31 @@ func TestTopInATerminal(t *testing.T) {
 	if err := syscall.Kill(pids[0], syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range testsupport.AwaitPIDs(t, long, bravoReady) {
-		testsupport.KillOnCleanup(t, pid)
-	}
+	bravoJob := testsupport.AwaitPIDs(t, long, bravoReady)[0]
+	testsupport.KillOnCleanup(t, bravoJob)
 	r.awaitScreen(t, "lock: held by you/bravo (pid ", "queue: empty")
 	if strings.Contains(r.vt.screen(), "held by me/alpha") {
 		t.Errorf("the old holder is still shown:\n%s", r.vt.screen())
 	}
+
+	// A smaller terminal: the frame is drawn again at once, cut to it.
+	if err := pty.Setsize(r.tty, &pty.Winsize{Rows: 6, Cols: 40}); err != nil {
+		t.Fatal(err)
+	}
+	ok := testsupport.Poll(long, func() bool {
+		rows := strings.Split(r.vt.screen(), "\n")
+		return strings.HasSuffix(rows[0], "…") && utf8.RuneCountInString(rows[0]) == 40 &&
+			strings.HasPrefix(rows[5], "… ") && strings.HasSuffix(rows[5], "…") && rows[6] == ""
+	})
+	if !ok {
+		t.Fatalf("not cut to 40x6 after the resize:\n%s", r.vt.screen())
+	}
 	r.quit(t, "q")
-	_ = bravo
+	wantCode(t, alpha.wait(t), 143)
+	if err := syscall.Kill(bravoJob, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, bravo.wait(t), 143)
 }
 
 // Each quit key ends top with status 0: q, Q, Esc, Ctrl+C.
