@@ -33,6 +33,11 @@ const (
 	// of a core), which a reading each second would make most of top's
 	// cost (docs/performance.md, "gpuexec top").
 	topCardsEvery = 10 * time.Second
+	// topRemoteEvery is the least time between two readings of a lock
+	// that is not a file here (etcd): each reading starts a helper
+	// process that connects to the cluster. The frame is redrawn every
+	// --interval all the same, its durations counted on.
+	topRemoteEvery = 5 * time.Second
 	// topJobs is how many of the journal's last jobs top shows.
 	topJobs = 10
 	// topJournalTail bounds what top reads of each journal, from its
@@ -75,10 +80,11 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	}
 	// A lock that cannot be read at all (its folder missing: a mistyped
 	// --lock) is refused as status refuses it; later failures are shown.
-	if _, err := b.Inspect(o); err != nil {
+	r, err := b.Inspect(o)
+	if err != nil {
 		return unreadable(o.Path, err)
 	}
-	rd := &topReader{c: c, o: o, b: b, tails: map[string]*journalTail{}}
+	rd := &topReader{c: c, o: o, b: b, tails: map[string]*journalTail{}, report: r, reportAt: time.Now()}
 	switch {
 	case slices.Contains(c.StringSlice("journal"), journalOff):
 		rd.journalNote = "no journal read (--journal off)"
@@ -116,9 +122,9 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	return top.Run(ctx, screen, rd.snapshot, durationOf(c, "interval"))
 }
 
-// topReader reads top's snapshots: the lock at each, the cards at most
-// every topCardsEvery, each journal's tail again when it changed. One
-// snapshot at a time.
+// topReader reads top's snapshots: a lock file at each (another lock at
+// most every topRemoteEvery), the cards at most every topCardsEvery, each
+// journal's tail again when it changed. One snapshot at a time.
 type topReader struct {
 	ctx         context.Context
 	c           *cli.Context
@@ -126,6 +132,10 @@ type topReader struct {
 	b           lock.Backend
 	journals    []string
 	journalNote string
+
+	report   *lock.Report
+	lockErr  string
+	reportAt time.Time
 
 	cards    []gpu.Card
 	cardsErr error
@@ -140,12 +150,17 @@ func (rd *topReader) snapshot() top.Snapshot {
 	}
 	now := time.Now()
 	s := top.Snapshot{At: now, Path: rd.o.Path}
-	r, err := rd.b.Inspect(rd.o)
+	if (rd.b == lock.Files && now.Sub(rd.reportAt) > time.Second/10) || now.Sub(rd.reportAt) >= topRemoteEvery {
+		r, err := rd.b.Inspect(rd.o)
+		rd.report, rd.lockErr, rd.reportAt = r, "", now
+		if err != nil {
+			rd.report, rd.lockErr = nil, unreadable(rd.o.Path, err).Error()
+		}
+	}
+	s.Report, s.LockErr = rd.report, rd.lockErr
 	var held []*lock.Status
-	if err != nil {
-		s.LockErr = unreadable(rd.o.Path, err).Error()
-	} else {
-		s.Report, held = r, r.Locks
+	if s.Report != nil {
+		held = s.Report.Locks
 	}
 	if rd.cardsAt.IsZero() || now.Sub(rd.cardsAt) >= topCardsEvery {
 		rd.cards, rd.cardsErr = statusCards(ctx, rd.c, rd.b, held)
