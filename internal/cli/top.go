@@ -112,14 +112,20 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	}
 	defer screen.Fini()
 	// A signal that ends gpuexec (SIGTERM, SIGHUP: the ssh session gone)
-	// ends the view, and the terminal is given back as it was.
+	// ends the view with 128+N, and the terminal is given back as it was.
 	ctx, stop := signals.Ending(context.Background())
 	defer stop()
 	// A reading of the cards still running at a quit key is stopped.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rd.ctx = ctx
-	return top.Run(ctx, screen, rd.snapshot, durationOf(c, "interval"))
+	if err := top.Run(ctx, screen, rd.snapshot, durationOf(c, "interval")); err != nil {
+		return failed("%v", err)
+	}
+	if sig := stop(); sig != nil {
+		return cli.Exit("", signals.ExitStatus(sig)) // 128+N, as for status
+	}
+	return nil
 }
 
 // topReader reads top's snapshots: a lock file at each (another lock at

@@ -337,6 +337,35 @@ func TestTopInATerminal(t *testing.T) {
 	wantCode(t, bravo.wait(t), 143)
 }
 
+// SIGTERM (or SIGHUP: the ssh session gone) ends top with 128+N, the
+// terminal given back: the alternate screen left.
+func TestTopEndsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	dir, lock := lockIn(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := startTop(t, newCard(t, frame(rtx3080(0))).env(), "--lock", lock)
+	r.awaitScreen(t, "lock: free")
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(long):
+		t.Fatalf("top still runs %s after SIGTERM", long)
+	}
+	if code := r.cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("top exited %d (%s) on SIGTERM, want 143", code, r.cmd.ProcessState)
+	}
+	// tcell leaves the alternate screen (rmcup) as it finalises.
+	testsupport.Await(t, long, "the terminal given back", func() bool {
+		r.vt.mu.Lock()
+		defer r.vt.mu.Unlock()
+		return strings.Contains(r.vt.raw.String(), "\x1b[?1049l")
+	})
+}
+
 // Each quit key ends top with status 0: q, Q, Esc, Ctrl+C.
 func TestTopQuitKeys(t *testing.T) {
 	t.Parallel()
