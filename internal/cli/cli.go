@@ -1,5 +1,5 @@
 // Package cli is gpuexec's command line: its commands (run, status,
-// clear, completion), flags and environment variables, help, usage errors,
+// clear, top, completion), flags and environment variables, help, usage errors,
 // the loggers and the --log file's checks, and the text status and clear
 // print. The program in the module's root hands it its arguments and output
 // streams.
