@@ -96,9 +96,23 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 		}
 	}
 
+	// A signal that ends gpuexec (SIGTERM, SIGHUP: the ssh session gone)
+	// stops a reading of the cards and ends the view with 128+N, the
+	// terminal given back as it was.
+	ctx, stop := signals.Ending(context.Background())
+	defer stop()
+	// A reading still running at a quit key is stopped too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rd.ctx = ctx
+
 	f, ok := stdout.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		for _, l := range top.Lines(rd.snapshot(), topTextWidth) {
+		s := rd.snapshot()
+		if sig := stop(); sig != nil {
+			return readingInterrupted(sig)
+		}
+		for _, l := range top.Lines(s, topTextWidth) {
 			fmt.Fprintln(stdout, l)
 		}
 		return nil
@@ -108,17 +122,9 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 		err = screen.Init()
 	}
 	if err != nil {
-		return failed("cannot draw on the terminal: %v", err)
+		return failed("cannot draw on the terminal (TERM=%s): %v", lock.SafeName(os.Getenv("TERM")), err)
 	}
 	defer screen.Fini()
-	// A signal that ends gpuexec (SIGTERM, SIGHUP: the ssh session gone)
-	// ends the view with 128+N, and the terminal is given back as it was.
-	ctx, stop := signals.Ending(context.Background())
-	defer stop()
-	// A reading of the cards still running at a quit key is stopped.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rd.ctx = ctx
 	if err := top.Run(ctx, screen, rd.snapshot, durationOf(c, "interval")); err != nil {
 		return failed("%v", err)
 	}
