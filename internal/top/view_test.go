@@ -82,6 +82,27 @@ func TestView(t *testing.T) {
 		{"card without processes, processes unknown", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}},
 			Cards: []gpu.Card{card(0, 10240), {Device: gpu.Device{Index: 1, Name: "B", Memory: gpu.Memory{Total: gpu.Unknown, Used: gpu.Unknown}}}}, CardsErr: "processes unknown: nvidia-smi failed"},
 			[]string{"[......", "  no process", "GPU 1 B", "memory: unknown of unknown used", "processes: unknown", "GPU processes unknown: nvidia-smi failed"}, nil},
+		{"held beside a free lock", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()},
+			Beside: []*lock.Status{func() *lock.Status {
+				s := held("a", "b", 1, time.Minute, 0)
+				s.Path, s.Device = "/tmp/g/gpu1.lock", "1"
+				return s
+			}(),
+				func() *lock.Status { s := free(); s.Path, s.Device = "/tmp/g/gpu0.lock", "0"; return s }()}}},
+			[]string{"lock: free", "beside, gpu1.lock: held by a/b (pid 1) for 1m00s"}, []string{"gpu0.lock"}},
+		{"shared", Snapshot{Report: &lock.Report{Locks: []*lock.Status{func() *lock.Status {
+			s := held(hostile, "x", 1, time.Minute, 0)
+			s.Info.Share = true
+			s.Sharers = []lock.Sharer{{PID: 1, Owner: hostile, Slug: "x", MiB: 4096, UsedMiB: 5000, Over: true}, {Unopened: true, MiB: -1}}
+			return s
+		}()}}},
+			[]string{"  sharer ev\\x1b[31m", ": budget 4.0 GiB, using 4.9 GiB: OVER BU…", "  sharer: a sidecar this user may not read"}, nil},
+		{"cover, stopped", Snapshot{Report: &lock.Report{Locks: []*lock.Status{func() *lock.Status {
+			s := held("a", "b", 1, time.Minute, 0)
+			s.Info.Cover, s.JobProcess = true, lock.ProcStopped
+			return s
+		}()}}},
+			[]string{"lock: held for the GPU locks beside it, named by a/b (pid 1) for 1m00s, no deadline, STOPPED"}, nil},
 		{"no GPU", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Cards: []gpu.Card{}}, []string{"GPUs: none"}, nil},
 		{"lock unreadable", Snapshot{LockErr: "cannot read the lock"}, []string{"lock: unreadable (cannot read the lock)"}, nil},
 		{"journal", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Jobs: []journal.Record{
