@@ -75,7 +75,8 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := smi(c); err != nil {
+	sm, err := smi(c)
+	if err != nil {
 		return err // a --nvidia-smi that names nothing
 	}
 	// A lock that cannot be read at all (its folder missing: a mistyped
@@ -84,7 +85,7 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return unreadable(o.Path, err)
 	}
-	rd := &topReader{c: c, o: o, b: b, tails: map[string]*journalTail{}, report: r, reportAt: time.Now()}
+	rd := &topReader{o: o, b: b, smi: sm, tails: map[string]*journalTail{}, report: r, reportAt: time.Now()}
 	switch {
 	case slices.Contains(c.StringSlice("journal"), journalOff):
 		rd.journalNote = "no journal read (--journal off)"
@@ -139,9 +140,9 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 // journal's tail again when it changed. One snapshot at a time.
 type topReader struct {
 	ctx         context.Context
-	c           *cli.Context
 	o           lock.Options
 	b           lock.Backend
+	smi         *gpu.SMI // nil: none found
 	journals    []string
 	journalNote string
 
@@ -175,7 +176,10 @@ func (rd *topReader) snapshot() top.Snapshot {
 		held = s.Report.Locks
 	}
 	if rd.cardsAt.IsZero() || now.Sub(rd.cardsAt) >= topCardsEvery {
-		rd.cards, rd.cardsErr = statusCards(ctx, rd.c, rd.b, held)
+		rd.cards, rd.cardsErr = nil, nil
+		if rd.smi != nil {
+			rd.cards, rd.cardsErr = readCards(ctx, rd.smi, rd.b, held)
+		}
 		rd.cardsAt = now
 	}
 	s.Cards = rd.cards
