@@ -33,6 +33,10 @@ const (
 	// of a core), which a reading each second would make most of top's
 	// cost (docs/performance.md, "gpuexec top").
 	topCardsEvery = 10 * time.Second
+	// topCardsShare spaces the readings of a slow driver further: the
+	// next comes after topCardsShare times what the last took, so that
+	// they take under 1% of the time (0.8%) beside top's own cost.
+	topCardsShare = 125
 	// topRemoteEvery is the least time between two readings of a lock
 	// that is not a file here (etcd): each reading starts a helper
 	// process that connects to the cluster. The frame is redrawn every
@@ -136,7 +140,8 @@ func topCmd(c *cli.Context, stdout io.Writer) error {
 }
 
 // topReader reads top's snapshots: a lock file at each (another lock at
-// most every topRemoteEvery), the cards at most every topCardsEvery, each
+// most every topRemoteEvery), the cards at most every topCardsEvery (and
+// less often when nvidia-smi is slow: see topCardsShare), each
 // journal's tail again when it changed. One snapshot at a time.
 type topReader struct {
 	ctx         context.Context
@@ -152,7 +157,8 @@ type topReader struct {
 
 	cards    []gpu.Card
 	cardsErr error
-	cardsAt  time.Time
+	cardsAt  time.Time     // when they were last read
+	cardsGap time.Duration // then until the next reading
 	tails    map[string]*journalTail
 }
 
@@ -175,14 +181,17 @@ func (rd *topReader) snapshot() top.Snapshot {
 	if s.Report != nil {
 		held = s.Report.Locks
 	}
-	if rd.cardsAt.IsZero() || now.Sub(rd.cardsAt) >= topCardsEvery {
+	if rd.cardsAt.IsZero() || now.Sub(rd.cardsAt) >= rd.cardsGap {
 		rd.cards, rd.cardsErr = nil, nil
 		if rd.smi != nil {
 			rd.cards, rd.cardsErr = readCards(ctx, rd.smi, rd.b, held)
 		}
-		rd.cardsAt = now
+		// However slow the driver, its readings take at most
+		// 1/topCardsShare of the time (wall time, an upper bound of
+		// the CPU time of nvidia-smi, which mostly waits on the driver).
+		rd.cardsAt, rd.cardsGap = now, max(topCardsEvery, time.Since(now)*topCardsShare)
 	}
-	s.Cards = rd.cards
+	s.Cards, s.CardsAt = rd.cards, rd.cardsAt
 	if rd.cardsErr != nil {
 		s.CardsErr = rd.cardsErr.Error()
 	}

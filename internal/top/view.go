@@ -45,6 +45,9 @@ type Snapshot struct {
 	// nil), are unknown.
 	Cards    []gpu.Card
 	CardsErr string
+	// CardsAt is when the cards were read (they are read less often
+	// than the lock); zero when they were read at At.
+	CardsAt time.Time
 	// Jobs are the last jobs of the journal, oldest first.
 	Jobs []journal.Record
 	// JournalNote is one line about the journal when it says something
@@ -123,6 +126,9 @@ func Lines(s Snapshot, width int) []string {
 		if s.CardsErr != "" {
 			add("GPU %s", escape.Text(s.CardsErr))
 		}
+	}
+	if !s.CardsAt.IsZero() && s.At.Sub(s.CardsAt) >= time.Second {
+		add("(GPUs read %s ago)", Duration(s.At.Sub(s.CardsAt)))
 	}
 
 	// The journal.

@@ -103,6 +103,10 @@ func TestView(t *testing.T) {
 			return s
 		}()}}},
 			[]string{"lock: held for the GPU locks beside it, named by a/b (pid 1) for 1m00s, no deadline, STOPPED"}, nil},
+		{"GPUs read a while ago", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Cards: []gpu.Card{card(0, 1)}, CardsAt: now.Add(-7 * time.Second)},
+			[]string{"(GPUs read 7s ago)"}, nil},
+		{"GPUs read now", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Cards: []gpu.Card{card(0, 1)}, CardsAt: now},
+			nil, []string{"GPUs read"}},
 		{"no GPU", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Cards: []gpu.Card{}}, []string{"GPUs: none"}, nil},
 		{"lock unreadable", Snapshot{LockErr: "cannot read the lock"}, []string{"lock: unreadable (cannot read the lock)"}, nil},
 		{"journal", Snapshot{Report: &lock.Report{Locks: []*lock.Status{free()}}, Jobs: []journal.Record{
