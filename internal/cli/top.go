@@ -187,8 +187,8 @@ func (rd *topReader) snapshot() top.Snapshot {
 			rd.cards, rd.cardsErr = readCards(ctx, rd.smi, rd.b, held)
 		}
 		// However slow the driver, its readings take at most
-		// 1/topCardsShare of the time (wall time, an upper bound of
-		// the CPU time of nvidia-smi, which mostly waits on the driver).
+		// 1/topCardsShare of the time (wall time, taken as a bound of
+		// nvidia-smi's CPU time: it mostly waits on the driver).
 		rd.cardsAt, rd.cardsGap = now, max(topCardsEvery, time.Since(now)*topCardsShare)
 	}
 	s.Cards, s.CardsAt = rd.cards, rd.cardsAt
