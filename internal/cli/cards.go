@@ -231,6 +231,13 @@ func statusCards(ctx context.Context, c *cli.Context, b lock.Backend, held []*lo
 	if err != nil || s == nil {
 		return nil, err
 	}
+	return readCards(ctx, s, b, held)
+}
+
+// readCards is statusCards with the nvidia-smi s found: a caller that
+// reads the cards again and again (top) keeps s, which remembers the
+// fields its driver does not know, and asks for them no more.
+func readCards(ctx context.Context, s *gpu.SMI, b lock.Backend, held []*lock.Status) ([]gpu.Card, error) {
 	devs, err := s.Devices(ctx)
 	if errors.Is(err, gpu.ErrNoDevices) {
 		return []gpu.Card{}, nil

@@ -1,8 +1,8 @@
 // Package cli is gpuexec's command line: its commands (run, status,
-// clear, report, completion), flags and environment variables, help, usage
-// errors, the loggers and the --log file's checks, and the text status and
-// clear print. The program in the module's root hands it its arguments and
-// output streams.
+// clear, report, top, completion), flags and environment variables, help,
+// usage errors, the loggers and the --log file's checks, and the text status
+// and clear print. The program in the module's root hands it its arguments
+// and output streams.
 package cli
 
 import (
@@ -206,7 +206,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 	return withWords(withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\n" + reportUsage,
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\n" + reportUsage + "\ngpuexec top [--lock PATH] [--interval 1s]",
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -257,6 +257,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 				OnUsageError: usageError,
 			},
 			reportCommand(stdout),
+			topCommand(stdout),
 			completionCommand(stdout),
 		},
 	}), child, "run")

@@ -13,7 +13,7 @@ import (
 //	gpuexec, gpuexec run  a command: what follows "--", or without a "--" the
 //	                      words after the flags (gpuexec python train.py);
 //	                      a word before a "--" is refused (strayWords)
-//	status, clear         none (noArgs)
+//	status, clear, top    none (noArgs)
 //	completion            one shell (its Action)
 //	--help                none; before a subcommand, its name (gpuexec --help status)
 //	--version             none
