@@ -89,15 +89,15 @@ func TestMetricsHeldQueued(t *testing.T) {
 	const mib = 1 << 20
 	want := metricstest.Samples{
 		k("gpuexec_lock_held", one...): 1, k("gpuexec_lock_stale", one...): 0,
-		k("gpuexec_queue_length", "lock", lock): 1,
-		"gpuexec_gpus_readable":                 1,
+		k("gpuexec_queue_length", "lock", lock):                                1,
+		"gpuexec_gpus_readable":                                                1,
 		k("gpuexec_gpu_memory_total_bytes", "gpu", "0", "uuid", gputest.UUID0): 10240 * mib,
 		k("gpuexec_gpu_memory_used_bytes", "gpu", "0", "uuid", gputest.UUID0):  1000 * mib,
 		k("gpuexec_gpu_memory_free_bytes", "gpu", "0", "uuid", gputest.UUID0):  (10240 - 240 - 1000) * mib,
 		k("gpuexec_gpu_memory_total_bytes", "gpu", "1", "uuid", gputest.UUID1): 24564 * mib,
 		k("gpuexec_gpu_memory_used_bytes", "gpu", "1", "uuid", gputest.UUID1):  0,
 		k("gpuexec_gpu_memory_free_bytes", "gpu", "1", "uuid", gputest.UUID1):  (24564 - 342) * mib,
-		"gpuexec_journal_readable": 1, "gpuexec_journal_files": 1, "gpuexec_journal_truncated": 0,
+		"gpuexec_journal_readable":                                             1, "gpuexec_journal_files": 1, "gpuexec_journal_truncated": 0,
 		k("gpuexec_journal_set_aside_lines", "reason", "not JSON"): 1,
 		k("gpuexec_job_held_seconds_total", "owner", "ana"):        90,
 		k("gpuexec_job_waited_seconds_total", "owner", "ana"):      2,
