@@ -58,7 +58,7 @@ func TestMetricsHeldQueued(t *testing.T) {
 	_, lock := lockIn(t)
 	c := newCard(t, frame([]gputest.GPU{gputest.RTX3080(0, gputest.UUID0, 1000), gputest.RTX4090(1, gputest.UUID1, 0)}))
 	startHolder(t, lock)
-	waiter := startProc(t, gpuexecCmd([]string{role("exit")}, "--lock", lock, "--owner", "w", "--wait", "1m", "--", helperBin, "0"))
+	startProc(t, gpuexecCmd([]string{role("exit")}, "--lock", lock, "--owner", "w", "--wait", "1m", "--", helperBin, "0"))
 	testsupport.Await(t, long, "the job to queue", func() bool { return queueLen(t, lock) == 1 })
 	end := time.Now().UTC().Add(-time.Hour)
 	jf := writeFile(t, filepath.Join(t.TempDir(), "j.journal"),
@@ -149,7 +149,6 @@ func TestMetricsHeldQueued(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("left in the folder: %v", ents)
 	}
-	waiter.cmd.Process.Kill()
 }
 
 // What cannot be read (the journal, nvidia-smi) is one warning each and
