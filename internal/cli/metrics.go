@@ -30,7 +30,7 @@ import (
 func metricsFlags() []cli.Flag {
 	return []cli.Flag{
 		lockFlag(), staleFlag(), gpusFlag(), gpuCountFlag(), nvidiaSMIFlag(), journalsFlag(),
-		&cli.StringFlag{Name: "textfile", TakesFile: true,
+		&cli.StringFlag{Name: "textfile", EnvVars: env("TEXTFILE"), TakesFile: true,
 			Usage: "write the metrics into this `FILE` (for node_exporter's textfile collector: NAME.prom) at once, by a rename, instead of printing them"},
 	}
 }
