@@ -1,8 +1,8 @@
 package cli
 
-// The metrics command: the lock, its queue, the GPUs and the journal read
-// once, as status and report read them, printed in Prometheus' text format
-// (package metrics) or written into a file for node_exporter's textfile
+// The metrics command: the lock, its queue, the GPUs (read as status reads
+// them) and the journal, read once and printed in Prometheus' text format
+// (package metrics), or written into a file for node_exporter's textfile
 // collector.
 
 import (
