@@ -1,5 +1,5 @@
 // Package cli is gpuexec's command line: its commands (run, status,
-// clear, report, top, completion), flags and environment variables, help,
+// clear, report, top, metrics, completion), flags and environment variables, help,
 // usage errors, the loggers and the --log file's checks, and the text status
 // and clear print. The program in the module's root hands it its arguments
 // and output streams.
@@ -206,7 +206,7 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 	return withWords(withCompletion(&cli.App{
 		Name:      "gpuexec",
 		Usage:     "run a command while holding a cross-process GPU lock",
-		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\n" + reportUsage + "\ngpuexec top [--lock PATH] [--interval 1s]",
+		UsageText: "gpuexec [flags] -- COMMAND [ARG...]\ngpuexec status [--lock PATH] [--json] [--check]\ngpuexec clear [--lock PATH] [--force]\n" + reportUsage + "\ngpuexec top [--lock PATH] [--interval 1s]\ngpuexec metrics [--lock PATH] [--journal FILE]... [--textfile FILE]",
 		Version:   getVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -258,6 +258,15 @@ func newApp(child []string, stdout, stderr io.Writer) *cli.App {
 			},
 			reportCommand(stdout),
 			topCommand(stdout),
+			{
+				Name:         "metrics",
+				Usage:        "print the lock, its queue, the GPUs' memory and the journal's job counts as Prometheus metrics (--textfile for node_exporter)",
+				Description:  inheritNote,
+				Flags:        subcommandFlags(metricsFlags()...),
+				Before:       inheritFlags,
+				Action:       func(c *cli.Context) error { return metricsCmd(c, stdout, stderr) },
+				OnUsageError: usageError,
+			},
 			completionCommand(stdout),
 		},
 	}), child, "run")

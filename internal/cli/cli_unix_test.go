@@ -574,7 +574,7 @@ func TestBashCompletion(t *testing.T) {
 		none  bool     // no completions at all
 	}{
 		{words: []string{"st"}, want: []string{"status"}},
-		{words: []string{""}, want: []string{"run", "status", "clear", "completion"}},
+		{words: []string{""}, want: []string{"run", "status", "clear", "metrics", "completion"}},
 		{words: []string{"status", "--lo"}, want: []string{"--lock"}},
 		{words: []string{"--lock", lock, "cl"}, want: []string{"clear"}},
 		{words: []string{"--"}, want: []string{"--lock", "--wait", "--signal"}},

@@ -19,17 +19,17 @@ func TestTopJournalTail(t *testing.T) {
 	path := filepath.Join(dir, "gpu.lock.journal")
 	ended := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var b strings.Builder
-	b.WriteString(journalLine(t, "first", "cut", journal.OK, 0, ended))
+	b.WriteString(journalLine(t, "first", "cut", journal.OK, 0, 10*time.Second, 50*time.Second, ended))
 	// Lines enough to push the first out of the tail, each a record, one
 	// huge non-record and binary among them.
 	b.WriteString(strings.Repeat("x", topJournalTail/2) + "\n")
 	b.WriteString("\x00\xff\x1b[2J\n")
 	n := 0
 	for b.Len() < topJournalTail+4096 {
-		b.WriteString(journalLine(t, "me", "ep", journal.OK, 0, ended.Add(time.Duration(n)*time.Second)))
+		b.WriteString(journalLine(t, "me", "ep", journal.OK, 0, 10*time.Second, 50*time.Second, ended.Add(time.Duration(n)*time.Second)))
 		n++
 	}
-	b.WriteString(journalLine(t, "last", "one", journal.Failed, 2, ended.Add(time.Hour)))
+	b.WriteString(journalLine(t, "last", "one", journal.Failed, 2, 10*time.Second, 50*time.Second, ended.Add(time.Hour)))
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTopJournalTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(journalLine(t, "newer", "job", journal.OK, 0, ended.Add(2*time.Hour)))
+	f.WriteString(journalLine(t, "newer", "job", journal.OK, 0, 10*time.Second, 50*time.Second, ended.Add(2*time.Hour)))
 	f.Close()
 	tail.refresh()
 	if got := tail.records[len(tail.records)-1]; got.Owner != "newer" {

@@ -3,7 +3,6 @@ package cli
 // gpuexec top without a terminal: one frame, printed as text.
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,23 +11,6 @@ import (
 
 	"github.com/gpuexec/gpuexec/internal/journal"
 )
-
-// journalLine is one valid journal record of owner and slug, ended at
-// ended, as a line.
-func journalLine(t *testing.T, owner, slug string, outcome journal.Outcome, status int, ended time.Time) string {
-	t.Helper()
-	queued, started := ended.Add(-time.Minute), ended.Add(-50*time.Second)
-	r := journal.Record{V: journal.Version, Owner: owner, Slug: slug, Argv: []string{"render"}, User: "u", Host: "h", PID: 7,
-		Lock: "/l/gpu.lock", Queued: queued, Started: &started, Ended: ended, WaitedMS: 10000, HeldMS: 50000, Outcome: outcome, Status: status}
-	if err := r.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b) + "\n"
-}
 
 // Without a terminal on stdout top prints one frame and exits 0: the lock,
 // the queue, the cards and the last jobs, hostile journal text escaped,
@@ -43,9 +25,9 @@ func TestTopWithoutATerminal(t *testing.T) {
 	ended := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var lines strings.Builder
 	for i := range 12 {
-		lines.WriteString(journalLine(t, "me", "ep"+string(rune('a'+i)), journal.OK, 0, ended.Add(time.Duration(i)*time.Minute)))
+		lines.WriteString(journalLine(t, "me", "ep"+string(rune('a'+i)), journal.OK, 0, 10*time.Second, 50*time.Second, ended.Add(time.Duration(i)*time.Minute)))
 	}
-	lines.WriteString(journalLine(t, "evil\x1b[2J\x1b]0;x\x07", "<script>\n", journal.Failed, 3, ended.Add(time.Hour)))
+	lines.WriteString(journalLine(t, "evil\x1b[2J\x1b]0;x\x07", "<script>\n", journal.Failed, 3, 10*time.Second, 50*time.Second, ended.Add(time.Hour)))
 	lines.WriteString("not json\n")
 	if err := os.WriteFile(lock+".journal", []byte(lines.String()), 0o644); err != nil {
 		t.Fatal(err)
