@@ -27,11 +27,12 @@ import (
 // chromium is Debian's chromium, which .ci/run installs.
 const chromium = "/usr/bin/chromium"
 
-// TestReportInBrowser opens the page gpuexec report --html writes for
-// reporttest's Day in a real headless chromium: it must load with no
-// console error and no exception, fetch nothing but itself, and draw one
-// bar per job that held the lock. Skipped without chromium, unless CI=true.
-// GPUEXEC_SCREENSHOT=FILE writes a screenshot of the whole page there
+// TestReportInBrowser opens the page gpuexec report --html writes, for
+// reporttest's Day and for the scripted day run through the real binary
+// (runDay), in a real headless chromium: it must load with no console error
+// and no exception, fetch nothing but itself, and draw one bar per job that
+// held the lock. Skipped without chromium, unless CI=true.
+// GPUEXEC_SCREENSHOT=FILE writes a screenshot of reporttest's Day there
 // (docs/report.png).
 func TestReportInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
@@ -40,19 +41,62 @@ func TestReportInBrowser(t *testing.T) {
 		}
 		t.Skipf("no chromium: %v", err)
 	}
-	dir := t.TempDir()
-	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	journalPath := filepath.Join(dir, "day.journal")
-	if err := os.WriteFile(journalPath, reporttest.Lines(reporttest.Day(day)), 0o600); err != nil {
-		t.Fatal(err)
+	t.Run("reporttest's day", func(t *testing.T) {
+		dir := t.TempDir()
+		day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		journalPath := filepath.Join(dir, "day.journal")
+		if err := os.WriteFile(journalPath, reporttest.Lines(reporttest.Day(day)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		page := reportPage(t, "--journal", journalPath, "--since", "2026-12-01T00:00:00Z", "--until", "2026-12-02T00:00:00Z")
+		wantPageInBrowser(t, page, reporttest.Ran(reporttest.Day(day)), os.Getenv("GPUEXEC_SCREENSHOT"))
+	})
+	t.Run("the scripted day", func(t *testing.T) {
+		lockPath, journalPath := runDay(t)
+		ran := 0
+		for _, r := range readJournal(t, journalPath) {
+			if r.Started != nil {
+				ran++
+			}
+		}
+		if want := countStarted(theDay); ran != want {
+			t.Fatalf("the journal has %d jobs that held the lock, the day %d", ran, want)
+		}
+		page := reportPage(t, "--lock", lockPath, "--since", "1h")
+		wantPageInBrowser(t, page, ran, "")
+	})
+}
+
+// countStarted is how many jobs of the day took the lock.
+func countStarted(day []dayJob) int {
+	n := 0
+	for _, j := range day {
+		if j.Started {
+			n++
+		}
 	}
+	return n
+}
+
+// reportPage runs gpuexec report --html with args and returns the page's
+// path; the command must print nothing.
+func reportPage(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
-	out, err := gpuexecCmd([]string{"TMPDIR=" + dir}, "report", "--journal", journalPath,
-		"--since", "2026-12-01T00:00:00Z", "--until", "2026-12-02T00:00:00Z", "--html", page).CombinedOutput()
+	out, err := gpuexecCmd([]string{"TMPDIR=" + dir}, append([]string{"report", "--html", page}, args...)...).CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Fatalf("gpuexec report --html: %v\n%s", err, out)
 	}
+	return page
+}
 
+// wantPageInBrowser opens page in chromium and fails unless it loads with no
+// console error and no exception, fetches nothing but itself and draws
+// bars bars on its timelines; shot, if not "", gets a screenshot.
+func wantPageInBrowser(t *testing.T, page string, bars int, shot string) {
+	t.Helper()
+	dir := t.TempDir()
 	// chromium's TMPDIR, where it puts its singleton socket: a short
 	// path (a Unix socket's is at most 107 bytes), removed at the end.
 	short, err := os.MkdirTemp("/tmp", "gxb")
@@ -111,7 +155,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatal(err)
 	}
-	bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg rect.bar").length`))
+	drawn, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg rect.bar").length`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +163,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shot := os.Getenv("GPUEXEC_SCREENSHOT"); shot != "" {
+	if shot != "" {
 		full, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatal(err)
@@ -143,8 +187,8 @@ func TestReportInBrowser(t *testing.T) {
 	if len(requests) == 0 {
 		t.Errorf("no request seen, not even the page's own (%s): the listener saw nothing", pageURL)
 	}
-	if want := reporttest.Ran(reporttest.Day(day)); bars != want {
-		t.Errorf("%d bars on the timeline, want %d (one per job that held the lock)", bars, want)
+	if drawn != bars {
+		t.Errorf("%d bars on the timeline, want %d (one per job that held the lock)", drawn, bars)
 	}
 	if !strings.HasPrefix(title, "gpuexec report") {
 		t.Errorf("title %q", title)
