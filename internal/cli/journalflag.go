@@ -54,6 +54,9 @@ func journalPath(c *cli.Context, lockPath string, b lock.Backend) (string, error
 func journalPaths(c *cli.Context, lockPath string, b lock.Backend) ([]string, error) {
 	var out []string
 	for _, p := range c.StringSlice("journal") {
+		if p == "" {
+			continue // GPUEXEC_JOURNAL set empty: as if not set
+		}
 		if p == journalOff {
 			return nil, failed("--journal off writes no journal; name a journal file to read")
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,10 +95,12 @@ func checkTextfile(path string) error {
 	return nil
 }
 
-// metricsJournals are the journals metrics reads: journalPaths', but an
-// etcd lock without --journal has none (no journal metrics), not an error.
+// metricsJournals are the journals metrics reads: journalPaths', but
+// --journal off (GPUEXEC_JOURNAL=off, set for the jobs) and an etcd lock
+// without --journal have none (no journal metrics), not an error: the
+// lock's and the cards' metrics still come out.
 func metricsJournals(c *cli.Context, lockPath string, b lock.Backend) ([]string, error) {
-	if b != lock.Files && len(c.StringSlice("journal")) == 0 {
+	if slices.Contains(c.StringSlice("journal"), journalOff) || b != lock.Files && len(c.StringSlice("journal")) == 0 {
 		return nil, nil
 	}
 	return journalPaths(c, lockPath, b)
