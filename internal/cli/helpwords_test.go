@@ -5,6 +5,7 @@ package cli
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,5 +66,41 @@ func TestQuickTourNeedsNoGPU(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("no gpuexec ... -- COMMAND in the Quick tour:\n%s", tour)
+	}
+}
+
+// The README's "What happened this week" commands work as pasted: on a lock
+// one job has used (GPUEXEC_LOCK, as a user's setting), each exits 0 and
+// says something; the metrics' textfile folder is a temporary one here.
+func TestWeekCommandsInTheREADME(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(repoFile("README.md"))
+	if err != nil {
+		t.Skip(err)
+	}
+	_, week, _ := strings.Cut(string(b), "## What happened this week\n")
+	week, _, _ = strings.Cut(week, "\n## ")
+	_, lock := lockIn(t)
+	env := []string{"GPUEXEC_LOCK=" + lock}
+	wantCode(t, gx(t, env, "--owner", "reels", "--slug", "ep1", "--", "true"), 0)
+	cwd, textfiles := t.TempDir(), t.TempDir()
+	n := 0
+	for _, m := range regexp.MustCompile(`(?m)^    gpuexec ([^#\n]*)`).FindAllStringSubmatch(week, -1) {
+		n++
+		line := strings.ReplaceAll(m[1], "/var/lib/node_exporter/textfile_collector", textfiles)
+		cmd := gpuexecCmd(env, strings.Fields(line)...)
+		cmd.Dir = cwd
+		r := startProc(t, cmd).wait(t)
+		if r.code != 0 || r.stdout == "" && !strings.Contains(line, "--html") && !strings.Contains(line, "--textfile") {
+			t.Errorf("gpuexec %s: exit %d\nstdout:\n%s\nstderr:\n%s", line, r.code, r.stdout, r.stderr)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("%d gpuexec commands in the README's What happened this week, want report, top, metrics:\n%s", n, week)
+	}
+	for _, f := range []string{filepath.Join(cwd, "week.html"), filepath.Join(textfiles, "gpuexec.prom")} {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
 	}
 }
