@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/common/expfmt"
-
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/journal"
 	"github.com/gpuexec/gpuexec/internal/metrics/metricstest"
@@ -23,15 +21,9 @@ const lockPath = "/srv/gpu/gpu.lock"
 // text is s's metrics as `gpuexec metrics` prints them.
 func text(t *testing.T, s Snapshot) string {
 	t.Helper()
-	mfs, err := New(s).Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
 	var b bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
+	if err := WriteText(&b, Families(s)); err != nil {
+		t.Fatal(err)
 	}
 	return b.String()
 }
