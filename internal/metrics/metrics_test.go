@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,14 +17,11 @@ var at = time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
 
 const lockPath = "/srv/gpu/gpu.lock"
 
-// text is s's metrics as `gpuexec metrics` prints them.
+// text is s's metrics as `gpuexec metrics` prints them, failing t unless
+// they are byte for byte what client_golang writes of them.
 func text(t *testing.T, s Snapshot) string {
 	t.Helper()
-	var b bytes.Buffer
-	if err := WriteText(&b, Families(s)); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return writeText(t, Families(s))
 }
 
 func k(name string, labels ...string) string { return metricstest.Key(name, labels...) }
