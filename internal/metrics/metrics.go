@@ -5,13 +5,14 @@
 // The metrics are constants made from the snapshot (Families), written in
 // Prometheus' text format by WriteText, gpuexec's own encoder: nothing is
 // kept between two readings, and nothing of the process that reads them
-// (Go's runtime, its file descriptors) is among them. The package links
-// no Prometheus module: they would go into the one gpuexec binary that
-// every job runs through (the tests check WriteText byte for byte against
-// client_golang's encoder). Every string that another user wrote (a job's owner, a GPU's UUID
-// as nvidia-smi printed it) becomes a label value through Label, and the
-// owners of the journal are at most MaxOwners, so that a hostile journal
-// can neither make the output unreadable nor blow up the number of series.
+// (Go's runtime, its file descriptors) is among them. The package links no
+// Prometheus module, which would go into the one gpuexec binary that every
+// job runs through (the tests check WriteText byte for byte against
+// client_golang's encoder). Every string that another user wrote (a job's
+// owner, a GPU's UUID as nvidia-smi printed it) becomes a label value
+// through Label, and the owners of the journal are at most MaxOwners, so
+// that a hostile journal can neither make the output unreadable nor blow
+// up the number of series.
 package metrics
 
 import (
