@@ -15,8 +15,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpuexec/gpuexec/internal/escape"
@@ -53,21 +51,12 @@ func metricsCmd(c *cli.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg := metrics.New(s)
+	fams := metrics.Families(s)
 	if target != "" {
-		if err := prometheus.WriteToTextfile(target, reg); err != nil {
-			return failed("--textfile: %v", err)
-		}
-		return nil
+		return replaceFile("--textfile", target, checkTextfile, func(w io.Writer) error { return metrics.WriteText(w, fams) })
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
+	if err := metrics.WriteText(stdout, fams); err != nil {
 		return failed("%v", err)
-	}
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(stdout, mf); err != nil {
-			return failed("%v", err)
-		}
 	}
 	return nil
 }

@@ -39,3 +39,33 @@ func TestMetricsTextfileRefusals(t *testing.T) {
 		t.Errorf("the link's target holds %q", b)
 	}
 }
+
+// --textfile replaces a file that is there with the metrics as printed,
+// 0644 whatever the file's mode was, through a rename: no temporary file
+// is left beside it.
+func TestMetricsTextfileReplaces(t *testing.T) {
+	t.Parallel()
+	_, lock := lockInFolder(t)
+	dir := t.TempDir()
+	target := writeFile(t, filepath.Join(dir, "gpuexec.prom"), "old\n")
+	if err := os.Chmod(target, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	printed := gx(t, nil, "metrics", "--lock", lock)
+	wantCode(t, printed, 0)
+	r := gx(t, nil, "metrics", "--lock", lock, "--textfile", target)
+	wantCode(t, r, 0)
+	if r.stdout != "" || r.stderr != "" {
+		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(target)
+	if err != nil || string(b) != printed.stdout {
+		t.Errorf("the file holds %q (%v), want what metrics prints:\n%s", b, err, printed.stdout)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v (%v), want 0644", fi.Mode(), err)
+	}
+	if es, err := os.ReadDir(dir); err != nil || len(es) != 1 {
+		t.Errorf("the folder holds %v (%v), want gpuexec.prom alone", es, err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -197,46 +196,10 @@ func kindOf(fi fs.FileInfo) string {
 	return "not a plain file"
 }
 
-// writeHTMLFile writes the page to a new file beside path, then renames
-// it over path: a reader of path sees the old page or the new one whole.
+// writeHTMLFile writes the page at once (replaceFile): a reader of path
+// sees the old page or the new one whole.
 func writeHTMLFile(path string, s *report.Summary) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return failed("--html %s: %v", escape.Quote(path), err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := report.WriteHTML(tmp, s); err != nil {
-		return failed("--html %s: %v", escape.Quote(path), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return failed("--html %s: %v", escape.Quote(path), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return failed("--html %s: %v", escape.Quote(path), err)
-	}
-	// Checked again, for what appeared while the page was written. A
-	// link made after this check is replaced by the rename, never
-	// followed: rename acts on the name, not on what a link points at.
-	if err := htmlTarget(path); err != nil {
-		os.Remove(tmp.Name())
-		done = true
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return failed("--html %s: %v", escape.Quote(path), err)
-	}
-	done = true
-	return nil
+	return replaceFile("--html", path, htmlTarget, func(w io.Writer) error { return report.WriteHTML(w, s) })
 }
 
 // reportUsage is report's line of the app's usage text.

@@ -2,13 +2,17 @@
 // lock and its queue, the GPUs, the journal) into Prometheus metrics, for
 // node_exporter's textfile collector (`gpuexec metrics`).
 //
-// The metrics are constants made from the snapshot, in a registry of their
-// own (New): nothing is kept between two readings, and nothing of the
-// process that reads them (Go's runtime, its file descriptors) is among
-// them. Every string that another user wrote (a job's owner, a GPU's UUID
-// as nvidia-smi printed it) becomes a label value through Label, and the
-// owners of the journal are at most MaxOwners, so that a hostile journal
-// can neither make the output unreadable nor blow up the number of series.
+// The metrics are constants made from the snapshot (Families), written in
+// Prometheus' text format by WriteText, gpuexec's own encoder: nothing is
+// kept between two readings, and nothing of the process that reads them
+// (Go's runtime, its file descriptors) is among them. The package links no
+// Prometheus module, which would go into the one gpuexec binary that every
+// job runs through (the tests check WriteText byte for byte against
+// client_golang's encoder). Every string that another user wrote (a job's
+// owner, a GPU's UUID as nvidia-smi printed it) becomes a label value
+// through Label, and the owners of the journal are at most MaxOwners, so
+// that a hostile journal can neither make the output unreadable nor blow
+// up the number of series.
 package metrics
 
 import (
@@ -18,8 +22,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/gpu"
@@ -72,83 +74,74 @@ func Label(s string) string {
 	return s[:n]
 }
 
-// New is a registry holding the metrics of s alone: its Gather gives them,
-// and prometheus.WriteToTextfile writes them.
-func New(s Snapshot) *prometheus.Registry {
-	r := prometheus.NewPedanticRegistry()
-	r.MustRegister(collector(Metrics(s)))
-	return r
+// A desc is a metric's description: name, help, label names, type.
+type desc struct {
+	name, help string
+	labels     []string
+	typ        Type
 }
 
-// A collector hands out metrics made beforehand. It describes none, so the
-// registry takes it unchecked and Gather checks what it gives.
-type collector []prometheus.Metric
-
-func (collector) Describe(chan<- *prometheus.Desc) {}
-
-func (c collector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c {
-		ch <- m
-	}
-}
-
-// The metrics' descriptions: name, help, labels.
+// The metrics' descriptions.
 var (
-	lockHeld = prometheus.NewDesc("gpuexec_lock_held",
-		"1 when the lock is held by a live holder, else 0 (free or stale).", []string{"lock", "device"}, nil)
-	lockStale = prometheus.NewDesc("gpuexec_lock_stale",
-		"1 when the lock file is stale (its holder is gone or its heartbeat stopped: gpuexec clear removes it), else 0.", []string{"lock", "device"}, nil)
-	lockHeldSeconds = prometheus.NewDesc("gpuexec_lock_held_seconds",
-		"How long the live holder has held the lock, from its record's acquiredAt; only for a held lock whose record says when.", []string{"lock", "device"}, nil)
-	lockHeartbeat = prometheus.NewDesc("gpuexec_lock_heartbeat_age_seconds",
-		"How long ago the lock file's heartbeat (its mtime) was, for a lock that is not free; negative for an mtime in the future.", []string{"lock", "device"}, nil)
-	queueLength = prometheus.NewDesc("gpuexec_queue_length",
-		"How many live jobs wait in the lock's queue.", []string{"lock"}, nil)
-	queueOldest = prometheus.NewDesc("gpuexec_queue_oldest_wait_seconds",
-		"How long the live job that has waited longest in the lock's queue has waited; 0 when none waits.", []string{"lock"}, nil)
-	gpuTotal = prometheus.NewDesc("gpuexec_gpu_memory_total_bytes",
-		"The GPU's video memory, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, nil)
-	gpuUsed = prometheus.NewDesc("gpuexec_gpu_memory_used_bytes",
-		"The GPU's video memory in use, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, nil)
-	gpuFree = prometheus.NewDesc("gpuexec_gpu_memory_free_bytes",
-		"The GPU's free video memory, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, nil)
-	gpusReadable = prometheus.NewDesc("gpuexec_gpus_readable",
-		"1 when nvidia-smi listed the GPUs (none, perhaps), 0 when there is no nvidia-smi or it failed (then no GPU has metrics).", nil, nil)
-	jobsTotal = prometheus.NewDesc("gpuexec_jobs_total",
-		"Jobs the journal records, by owner (--owner) and outcome; every outcome of an owner seen is listed, 0 included.", []string{"owner", "outcome"}, nil)
-	heldTotal = prometheus.NewDesc("gpuexec_job_held_seconds_total",
-		"Seconds the journal's jobs held the lock, by owner.", []string{"owner"}, nil)
-	waitedTotal = prometheus.NewDesc("gpuexec_job_waited_seconds_total",
-		"Seconds the journal's jobs waited for the lock, by owner.", []string{"owner"}, nil)
-	journalReadable = prometheus.NewDesc("gpuexec_journal_readable",
-		"1 when the journals could be read (one not yet written counts as read, empty), 0 when not (then no other journal metric is given).", nil, nil)
-	journalFiles = prometheus.NewDesc("gpuexec_journal_files",
-		"How many journal files were read, rotated ones included.", nil, nil)
-	journalSetAside = prometheus.NewDesc("gpuexec_journal_set_aside_lines",
-		"Lines of the journals that are not valid records and were not counted, by reason.", []string{"reason"}, nil)
-	journalTruncated = prometheus.NewDesc("gpuexec_journal_truncated",
-		"1 when a bound of the journal reader (bytes of a file, records in all) stopped the read: the job counters leave jobs out; else 0.", nil, nil)
+	lockHeld = &desc{"gpuexec_lock_held",
+		"1 when the lock is held by a live holder, else 0 (free or stale).", []string{"lock", "device"}, Gauge}
+	lockStale = &desc{"gpuexec_lock_stale",
+		"1 when the lock file is stale (its holder is gone or its heartbeat stopped: gpuexec clear removes it), else 0.", []string{"lock", "device"}, Gauge}
+	lockHeldSeconds = &desc{"gpuexec_lock_held_seconds",
+		"How long the live holder has held the lock, from its record's acquiredAt; only for a held lock whose record says when.", []string{"lock", "device"}, Gauge}
+	lockHeartbeat = &desc{"gpuexec_lock_heartbeat_age_seconds",
+		"How long ago the lock file's heartbeat (its mtime) was, for a lock that is not free; negative for an mtime in the future.", []string{"lock", "device"}, Gauge}
+	queueLength = &desc{"gpuexec_queue_length",
+		"How many live jobs wait in the lock's queue.", []string{"lock"}, Gauge}
+	queueOldest = &desc{"gpuexec_queue_oldest_wait_seconds",
+		"How long the live job that has waited longest in the lock's queue has waited; 0 when none waits.", []string{"lock"}, Gauge}
+	gpuTotal = &desc{"gpuexec_gpu_memory_total_bytes",
+		"The GPU's video memory, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, Gauge}
+	gpuUsed = &desc{"gpuexec_gpu_memory_used_bytes",
+		"The GPU's video memory in use, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, Gauge}
+	gpuFree = &desc{"gpuexec_gpu_memory_free_bytes",
+		"The GPU's free video memory, as nvidia-smi reports it; left out when it does not say.", []string{"gpu", "uuid"}, Gauge}
+	gpusReadable = &desc{"gpuexec_gpus_readable",
+		"1 when nvidia-smi listed the GPUs (none, perhaps), 0 when there is no nvidia-smi or it failed (then no GPU has metrics).", nil, Gauge}
+	jobsTotal = &desc{"gpuexec_jobs_total",
+		"Jobs the journal records, by owner (--owner) and outcome; every outcome of an owner seen is listed, 0 included.", []string{"owner", "outcome"}, Counter}
+	heldTotal = &desc{"gpuexec_job_held_seconds_total",
+		"Seconds the journal's jobs held the lock, by owner.", []string{"owner"}, Counter}
+	waitedTotal = &desc{"gpuexec_job_waited_seconds_total",
+		"Seconds the journal's jobs waited for the lock, by owner.", []string{"owner"}, Counter}
+	journalReadable = &desc{"gpuexec_journal_readable",
+		"1 when the journals could be read (one not yet written counts as read, empty), 0 when not (then no other journal metric is given).", nil, Gauge}
+	journalFiles = &desc{"gpuexec_journal_files",
+		"How many journal files were read, rotated ones included.", nil, Gauge}
+	journalSetAside = &desc{"gpuexec_journal_set_aside_lines",
+		"Lines of the journals that are not valid records and were not counted, by reason.", []string{"reason"}, Gauge}
+	journalTruncated = &desc{"gpuexec_journal_truncated",
+		"1 when a bound of the journal reader (bytes of a file, records in all) stopped the read: the job counters leave jobs out; else 0.", nil, Gauge}
 )
 
-// set gathers the metrics, keeping the first of any that has the name and
-// label values of one already there (two locks, cards or reasons that
-// Label made alike), which the format does not allow.
+// set gathers the metrics, family by family in the order of their first
+// sample, keeping the first of any sample that has the name and label
+// values of one already there (two locks, cards or reasons that Label
+// made alike), which the format does not allow.
 type set struct {
-	ms   []prometheus.Metric
+	fams []Family
+	by   map[*desc]int
 	seen map[string]bool
 }
 
-func (s *set) add(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-	k := d.String() + "\x00" + strings.Join(labels, "\x00")
+func (s *set) add(d *desc, v float64, labels ...string) {
+	k := d.name + "\x00" + strings.Join(labels, "\x00")
 	if s.seen[k] {
 		return
 	}
 	s.seen[k] = true
-	s.ms = append(s.ms, prometheus.MustNewConstMetric(d, t, v, labels...))
-}
-
-func (s *set) gauge(d *prometheus.Desc, v float64, labels ...string) {
-	s.add(d, prometheus.GaugeValue, v, labels...)
+	i, ok := s.by[d]
+	if !ok {
+		i = len(s.fams)
+		s.by[d] = i
+		s.fams = append(s.fams, Family{Name: d.name, Help: d.help, Type: d.typ, LabelNames: d.labels})
+	}
+	s.fams[i].Samples = append(s.fams[i].Samples, Sample{LabelValues: labels, Value: v})
 }
 
 func bit(b bool) float64 {
@@ -158,39 +151,39 @@ func bit(b bool) float64 {
 	return 0
 }
 
-// Metrics are the metrics of s, as New's registry gives them.
-func Metrics(s Snapshot) []prometheus.Metric {
-	ms := &set{seen: map[string]bool{}}
+// Families are the metrics of s, for WriteText.
+func Families(s Snapshot) []Family {
+	ms := &set{by: map[*desc]int{}, seen: map[string]bool{}}
 	if s.Report != nil {
 		lockMetrics(ms, s.At, s.Report)
 	}
-	ms.gauge(gpusReadable, bit(s.CardsRead))
+	ms.add(gpusReadable, bit(s.CardsRead))
 	if s.CardsRead {
 		for _, c := range s.Cards {
 			gpuMetrics(ms, c)
 		}
 	}
 	if s.Journal != nil || s.JournalFailed {
-		ms.gauge(journalReadable, bit(!s.JournalFailed))
+		ms.add(journalReadable, bit(!s.JournalFailed))
 	}
 	if s.Journal != nil && !s.JournalFailed {
 		journalMetrics(ms, s.Journal)
 	}
-	return ms.ms
+	return ms.fams
 }
 
 func lockMetrics(ms *set, at time.Time, r *lock.Report) {
 	for _, st := range append(slices.Clip(r.Locks), r.Beside...) {
 		l := []string{escape.Text(st.Path), escape.Text(st.Device)}
-		ms.gauge(lockHeld, bit(st.State == lock.StateHeld), l...)
-		ms.gauge(lockStale, bit(st.State == lock.StateStale), l...)
+		ms.add(lockHeld, bit(st.State == lock.StateHeld), l...)
+		ms.add(lockStale, bit(st.State == lock.StateStale), l...)
 		if st.State == lock.StateHeld && st.Info != nil {
 			if t := st.Info.Acquired(); !t.IsZero() {
-				ms.gauge(lockHeldSeconds, max(at.Sub(t).Seconds(), 0), l...)
+				ms.add(lockHeldSeconds, max(at.Sub(t).Seconds(), 0), l...)
 			}
 		}
 		if st.State != lock.StateFree && !st.ModTime.IsZero() {
-			ms.gauge(lockHeartbeat, st.HeartbeatAge.Seconds(), l...)
+			ms.add(lockHeartbeat, st.HeartbeatAge.Seconds(), l...)
 		}
 	}
 	n, oldest := 0, 0.0
@@ -204,18 +197,18 @@ func lockMetrics(ms *set, at time.Time, r *lock.Report) {
 		}
 	}
 	path := escape.Text(r.Path)
-	ms.gauge(queueLength, float64(n), path)
-	ms.gauge(queueOldest, oldest, path)
+	ms.add(queueLength, float64(n), path)
+	ms.add(queueOldest, oldest, path)
 }
 
 func gpuMetrics(ms *set, c gpu.Card) {
 	l := []string{strconv.Itoa(c.Index), Label(c.UUID)}
 	for _, m := range []struct {
-		d   *prometheus.Desc
+		d   *desc
 		mib gpu.MiB
 	}{{gpuTotal, c.Memory.Total}, {gpuUsed, c.Memory.Used}, {gpuFree, c.Memory.Free}} {
 		if m.mib.Known() {
-			ms.gauge(m.d, float64(m.mib)*(1<<20), l...)
+			ms.add(m.d, float64(m.mib)*(1<<20), l...)
 		}
 	}
 }
@@ -277,21 +270,21 @@ func owners(recs []journal.Record) []*owner {
 }
 
 func journalMetrics(ms *set, rd *journal.Read) {
-	ms.gauge(journalFiles, float64(len(rd.Files)))
-	ms.gauge(journalTruncated, bit(rd.Truncated))
+	ms.add(journalFiles, float64(len(rd.Files)))
+	ms.add(journalTruncated, bit(rd.Truncated))
 	reasons := make([]string, 0, len(rd.SetAside))
 	for r := range rd.SetAside {
 		reasons = append(reasons, r)
 	}
 	slices.Sort(reasons)
 	for _, r := range reasons {
-		ms.gauge(journalSetAside, float64(rd.SetAside[r]), Label(r))
+		ms.add(journalSetAside, float64(rd.SetAside[r]), Label(r))
 	}
 	for _, o := range owners(rd.Records) {
 		for _, oc := range journal.Outcomes {
-			ms.add(jobsTotal, prometheus.CounterValue, float64(o.jobs[oc]), o.name, string(oc))
+			ms.add(jobsTotal, float64(o.jobs[oc]), o.name, string(oc))
 		}
-		ms.add(heldTotal, prometheus.CounterValue, float64(o.held)/1000, o.name)
-		ms.add(waitedTotal, prometheus.CounterValue, float64(o.waited)/1000, o.name)
+		ms.add(heldTotal, float64(o.held)/1000, o.name)
+		ms.add(waitedTotal, float64(o.waited)/1000, o.name)
 	}
 }

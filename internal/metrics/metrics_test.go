@@ -1,14 +1,11 @@
 package metrics
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/journal"
@@ -20,20 +17,11 @@ var at = time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
 
 const lockPath = "/srv/gpu/gpu.lock"
 
-// text is s's metrics as `gpuexec metrics` prints them.
+// text is s's metrics as `gpuexec metrics` prints them, failing t unless
+// they are byte for byte what client_golang writes of them.
 func text(t *testing.T, s Snapshot) string {
 	t.Helper()
-	mfs, err := New(s).Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	var b bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b.String()
+	return writeText(t, Families(s))
 }
 
 func k(name string, labels ...string) string { return metricstest.Key(name, labels...) }
