@@ -47,9 +47,10 @@ func TestKilledGpuexecLeavesNoHungHelper(t *testing.T) {
 // A helper that says hello and then writes one endless line does not make
 // gpuexec hold it all: what gpuexec keeps of a line from its helper has a
 // cap (4 MiB), and it exits 125 with one line. The line here is 128 MiB
-// long; gpuexec's peak memory stays under 100 MiB, below the line's own
-// size (what is read and dropped waits for the collector: 66 MiB was seen
-// on a loaded machine; keeping the line took 391 MiB before the cap).
+// long; gpuexec's peak memory stays under 120 MiB, below the line's own
+// size (what is read and dropped waits for the collector: 34–40 MiB alone,
+// 66 MiB and then 105–112 MiB seen during a whole -race run on a loaded
+// machine; keeping the line took 391 MiB before the cap).
 func TestEtcdHelperLineHasACap(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -62,8 +63,8 @@ func TestEtcdHelperLineHasACap(t *testing.T) {
 	}
 	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); !ok {
 		t.Error("no resource usage of gpuexec")
-	} else if ru.Maxrss > 100<<10 { // KiB
-		t.Errorf("gpuexec's peak memory was %d MiB, want under 100 MiB: it kept the helper's endless line", ru.Maxrss>>10)
+	} else if ru.Maxrss > 120<<10 { // KiB
+		t.Errorf("gpuexec's peak memory was %d MiB, want under 120 MiB (the line is 128 MiB): it kept the helper's endless line", ru.Maxrss>>10)
 	}
 	for _, pid := range testsupport.AwaitPIDs(t, long, pids) {
 		if !testsupport.Gone(pid) {
