@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuexec/gpuexec/internal/gpu/gputest"
+	"github.com/gpuexec/gpuexec/internal/journal"
 	"github.com/gpuexec/gpuexec/internal/testsupport"
 )
 
@@ -326,7 +327,9 @@ func nextLine(t testing.TB, p *gproc, prefix string, timeout time.Duration) stri
 }
 
 // leftovers lists what is in the lock's folder besides the permanent
-// guard, sorted; a missing folder has none.
+// guards and journal, sorted; a missing folder has none. The journal, if
+// there, must hold only whole, valid lines: the storm's jobs wrote it at
+// once, some of them killed.
 func leftovers(t testing.TB, lockPath string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(filepath.Dir(lockPath))
@@ -339,11 +342,19 @@ func leftovers(t testing.TB, lockPath string) []string {
 	var out []string
 	for _, e := range ents {
 		// The guards are permanent: the lock's, and its devices'.
-		if n := e.Name(); n != filepath.Base(lockPath)+".guard" && !(strings.HasSuffix(n, ".guard") && deviceBase(lockPath, n) != "") {
+		if n := e.Name(); n != filepath.Base(lockPath)+".guard" && n != filepath.Base(lockPath)+journal.Suffix &&
+			!(strings.HasSuffix(n, ".guard") && deviceBase(lockPath, n) != "") {
 			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
+	rd, err := journal.Load([]string{lockPath + journal.Suffix}, journal.Window{})
+	switch {
+	case err != nil:
+		t.Errorf("the journal: %v", err)
+	case rd.Lines() > 0 || rd.Truncated:
+		t.Errorf("the journal beside the lock: %d line(s) set aside %v (truncated %v) among %d records", rd.Lines(), rd.SetAside, rd.Truncated, len(rd.Records))
+	}
 	return out
 }
 
