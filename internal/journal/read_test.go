@@ -1,6 +1,9 @@
 package journal
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +85,39 @@ func TestCutArgv(t *testing.T) {
 	}
 	if got, cut := CutArgv([]string{"a", "b"}); cut || len(got) != 2 {
 		t.Errorf("CutArgv of a short argv: %v %v", got, cut)
+	}
+}
+
+// A member of the group may put any number of files named as rotated
+// journals beside one, each as large as a file may be read (sparse: no
+// disk for it): one Load reads no more than MaxBytes of them all
+// together, not MaxBytes of each, so that a report stays bounded in time.
+func TestLoadBoundsTheBytesOfAllItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "j.journal")
+	if err := os.WriteFile(main, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const files = 3
+	for i := range files {
+		line := "\n" + strings.Replace(goodLine("a"), `"pid":7`, fmt.Sprintf(`"pid":%d`, 100+i), 1) + "\n"
+		name := filepath.Join(dir, fmt.Sprintf("j-2026-12-01T00-00-1%d.000.journal", i))
+		f, err := os.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Zeros (a hole) up to its last line, which ends at MaxBytes.
+		if _, err := f.WriteAt([]byte(line), MaxBytes-int64(len(line))); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	rd, err := Load([]string{main}, Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.Records) > 1 || !rd.Truncated {
+		t.Errorf("read %d records of %d files of %d MiB each (truncated %v): want at most one, the read stopped at MaxBytes in all",
+			len(rd.Records), files, MaxBytes>>20, rd.Truncated)
 	}
 }
