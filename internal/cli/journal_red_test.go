@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +68,32 @@ func TestJobJournalRecordOfLongPathAndTimeout(t *testing.T) {
 				t.Fatalf("the job's line is refused: %v", err)
 			}
 		})
+	}
+}
+
+// A member of the group can append lines that end in the future (year
+// 9999: a valid record): top's last jobs are the latest by their end, so
+// ten such lines would stand for the last jobs for ever, and hide every
+// job that really ended. Records that end after the snapshot (with a
+// minute for another host's clock) are not among the last jobs.
+func TestTopLastJobsAreNotFromTheFuture(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gpu.lock.journal")
+	now := time.Now().UTC()
+	var b strings.Builder
+	b.WriteString(journalLine(t, "real", "job", journal.OK, 0, time.Second, time.Minute, now.Add(-time.Minute)))
+	for i := range topJobs {
+		b.WriteString(journalLine(t, "from", "future", journal.OK, 0, time.Second, time.Minute, time.Date(9999, 12, 1, 0, i, 0, 0, time.UTC)))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd := &topReader{journals: []string{path}, tails: map[string]*journalTail{}}
+	jobs, note := rd.lastJobs()
+	if len(jobs) != 1 || jobs[0].Owner != "real" {
+		t.Errorf("last jobs: %d, the last %+v; want the real one alone", len(jobs), jobs[len(jobs)-1])
+	}
+	if !strings.Contains(note, "future") {
+		t.Errorf("note %q does not say that lines from the future were left out", note)
 	}
 }
