@@ -74,24 +74,34 @@ func (r *Read) Lines() int {
 func Load(paths []string, w Window) (*Read, error) {
 	// Any member of the group may put files named as rotated journals
 	// beside one, as many and as large (sparse) as it likes: MaxBytes
-	// bounds them all together.
+	// bounds them all together, and the journals named are read before
+	// any rotated file, so that one journal's rotated files cannot take
+	// the bound from another journal.
 	rd := &Read{SetAside: map[string]int{}, left: MaxBytes, bounded: true}
 	seen := map[string]bool{}
+	read := func(f string, main bool) error {
+		if seen[f] {
+			return nil
+		}
+		seen[f] = true
+		if rd.left <= 0 || rd.Truncated {
+			rd.Truncated = true
+			return nil
+		}
+		return rd.file(f, w, main)
+	}
+	for _, p := range paths {
+		if err := read(p, true); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range paths {
 		rotated, err := logfile.Rotated(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		for _, f := range append([]string{p}, rotated...) {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			if rd.left <= 0 || rd.Truncated {
-				rd.Truncated = true
-				break
-			}
-			if err := rd.file(f, w, f == p); err != nil {
+		for _, f := range rotated {
+			if err := read(f, false); err != nil {
 				return nil, err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,12 +113,21 @@ func TestLoadBoundsTheBytesOfAllItsFiles(t *testing.T) {
 		}
 		f.Close()
 	}
-	rd, err := Load([]string{main}, Window{})
+	// Another journal named after it (another host's): read all the
+	// same, before the rotated files of the first.
+	other := filepath.Join(t.TempDir(), "other.journal")
+	if err := os.WriteFile(other, []byte(goodLine("other")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := Load([]string{main, other}, Window{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rd.Records) > 1 || !rd.Truncated {
-		t.Errorf("read %d records of %d files of %d MiB each (truncated %v): want at most one, the read stopped at MaxBytes in all",
+	if len(rd.Records) > 2 || !rd.Truncated {
+		t.Errorf("read %d records of %d files of %d MiB each and another journal (truncated %v): want at most two, the read stopped at MaxBytes in all",
 			len(rd.Records), files, MaxBytes>>20, rd.Truncated)
+	}
+	if !slices.ContainsFunc(rd.Records, func(r Record) bool { return r.Owner == "other" }) {
+		t.Errorf("the other journal's record was not read: the rotated files of the first took the bound")
 	}
 }
