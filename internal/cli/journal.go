@@ -62,7 +62,6 @@ func (j *jobJournal) record(e supervisor.End) journal.Record {
 		PID:        os.Getpid(),
 		Lock:       j.cfg.Lock.Path,
 		Devices:    e.Devices,
-		Queued:     e.Queued.UTC(),
 		Ended:      e.Ended.UTC(),
 		Outcome:    journal.Outcome(e.Outcome),
 		Status:     e.Status,
@@ -72,13 +71,22 @@ func (j *jobJournal) record(e supervisor.End) journal.Record {
 		Share:      j.cfg.Share,
 		IdleWarned: e.IdleWarned,
 	}
+	// The durations are measured (on the monotonic clock where End's
+	// times have its readings), the times anchored at the end: a wall
+	// clock stepped while the job waited or ran (NTP, a suspended
+	// machine, a clock set by hand) changes neither, and the record's
+	// times stay in order and agree with its durations (Validate).
 	startedAt := e.Ended
 	if !e.Started.IsZero() {
-		s := e.Started.UTC()
-		r.Started, startedAt = &s, e.Started
+		startedAt = e.Started
 	}
-	r.WaitedMS = startedAt.Sub(e.Queued).Milliseconds()
-	r.HeldMS = e.Ended.Sub(startedAt).Milliseconds()
+	waited, held := max(0, startedAt.Sub(e.Queued)), max(0, e.Ended.Sub(startedAt))
+	r.Queued = r.Ended.Add(-held - waited)
+	if !e.Started.IsZero() {
+		s := r.Ended.Add(-held)
+		r.Started = &s
+	}
+	r.WaitedMS, r.HeldMS = waited.Milliseconds(), held.Milliseconds()
 	if e.Sampled {
 		peak, unused := int64(e.Peak), min(e.Unused.Milliseconds(), r.HeldMS)
 		r.PeakMiB, r.UnusedMS = &peak, &unused

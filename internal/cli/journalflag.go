@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpuexec/gpuexec/internal/escape"
 	"github.com/gpuexec/gpuexec/internal/journal"
 	"github.com/gpuexec/gpuexec/lock"
 )
@@ -40,6 +41,9 @@ func journalPath(c *cli.Context, lockPath string, b lock.Backend) (string, error
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return "", failed("--journal %q: %v", p, err)
+		}
+		if lock.OwnFile(lockPath, abs) {
+			return "", failed("--journal %s is one of the lock's own files: name a file of its own (the default is beside the lock: %s)", escape.Quote(abs), escape.Quote(lockPath+journal.Suffix))
 		}
 		return abs, nil
 	case b != lock.Files:

@@ -47,6 +47,9 @@ const (
 	topMinInterval = 100 * time.Millisecond
 	// topJobs is how many of the journal's last jobs top shows.
 	topJobs = 10
+	// topClockSkew is how far past now a journal line may end and be
+	// among the last jobs: another host's clock ahead of this one's.
+	topClockSkew = time.Minute
 	// topJournalTail bounds what top reads of each journal, from its
 	// end, at each change of it: its last jobs, not its week.
 	topJournalTail = 256 << 10
@@ -226,6 +229,15 @@ func (rd *topReader) lastJobs() ([]journal.Record, string) {
 		}
 	}
 	all.Finish()
+	// A line that ends in the future (any member may write one, dated
+	// 9999) is not among the last jobs: ten of them would stand for
+	// the last jobs for ever, hiding those that really ended.
+	future := 0
+	late := time.Now().Add(topClockSkew)
+	for len(all.Records) > 0 && all.Records[len(all.Records)-1].Ended.After(late) {
+		all.Records = all.Records[:len(all.Records)-1]
+		future++
+	}
 	jobs := all.Records[max(0, len(all.Records)-topJobs):]
 	var note string
 	switch {
@@ -233,8 +245,12 @@ func (rd *topReader) lastJobs() ([]journal.Record, string) {
 		note = "journal unreadable: " + broken[0]
 	case len(missing) == len(rd.journals):
 		note = "no journal yet at " + missing[0]
+	case all.Lines() > 0 && future > 0:
+		note = fmt.Sprintf("%d journal line(s) set aside (not records), %d ending in the future left out", all.Lines(), future)
 	case all.Lines() > 0:
 		note = fmt.Sprintf("%d journal line(s) set aside (not records)", all.Lines())
+	case future > 0:
+		note = fmt.Sprintf("%d journal line(s) ending in the future left out", future)
 	}
 	return jobs, note
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpuexec/gpuexec/internal/logfile"
 	"github.com/gpuexec/gpuexec/internal/osfile"
@@ -49,21 +50,51 @@ const appendTries = 64
 
 // Line is r as the journal line Append writes: its Argv cut (CutArgv,
 // Record.Cut), checked (Record.Validate), one JSON object and a newline,
-// no longer than MaxLine (ErrTooLong).
+// no longer than MaxLine: an Argv that JSON writes longer than that (a
+// byte may take six: "<" is \u003c) is cut further, each argument to half
+// as many bytes until it fits; a record too long without its Argv is
+// ErrTooLong.
 func Line(r Record) ([]byte, error) {
 	argv, cut := CutArgv(r.Argv)
 	r.Argv, r.Cut = argv, r.Cut || cut
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+	for most := MaxArg / 2; ; most /= 2 {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= MaxLine {
+			return append(b, '\n'), nil
+		}
+		if len(r.Argv) == 0 {
+			return nil, fmt.Errorf("%w (%d bytes)", ErrTooLong, len(b))
+		}
+		if most == 0 {
+			r.Argv = nil
+		} else {
+			r.Argv = cutEach(r.Argv, most)
+		}
+		r.Cut = true
 	}
-	if len(b) > MaxLine {
-		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLong, len(b))
+}
+
+// cutEach is argv with each argument cut to at most most bytes, at a rune
+// boundary.
+func cutEach(argv []string, most int) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if len(a) > most {
+			n := most
+			for n > 0 && !utf8.RuneStart(a[n]) {
+				n--
+			}
+			a = a[:n]
+		}
+		out[i] = a
 	}
-	return append(b, '\n'), nil
+	return out
 }
 
 // Append writes r as one line (see Line) at the end of the journal at

@@ -189,3 +189,25 @@ func TestAppendGivesUpOnAHeldLock(t *testing.T) {
 		t.Errorf("%d records, set aside %v; want 2 and none", len(rd.Records), rd.SetAside)
 	}
 }
+
+// JSON writes some bytes of an argument as six ("<" as \u003c, a byte
+// that is not UTF-8 as \ufffd): MaxArgs arguments of MaxArg such bytes
+// (HTML in a filter, file names in Latin-1) are a line over MaxLine. The
+// job's line is written all the same, its Argv cut further (Cut).
+func TestLineCutsAnArgvThatEscapesLong(t *testing.T) {
+	for _, b := range []string{"<", "\xe9"} {
+		r := record("a")
+		r.Argv = nil
+		for range MaxArgs {
+			r.Argv = append(r.Argv, strings.Repeat(b, MaxArg))
+		}
+		line, err := Line(r)
+		if err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		rd := &Read{}
+		if err := rd.From(bytes.NewReader(line), Window{}); err != nil || len(rd.Records) != 1 || !rd.Records[0].Cut {
+			t.Fatalf("%q: read back %d records (err %v, set aside %v), want one, cut", b, len(rd.Records), err, rd.SetAside)
+		}
+	}
+}

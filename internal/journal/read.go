@@ -15,8 +15,10 @@ import (
 	"github.com/gpuexec/gpuexec/internal/osfile"
 )
 
-// Bounds of a read: no more than MaxBytes is read from one file, and no
-// more than MaxRecords records are kept from all the files of one Load.
+// Bounds of a read: no more than MaxBytes is read from all the files of
+// one Load together (or by one From), and no more than MaxRecords records
+// are kept from them. (A journal and its rotated files, as Append keeps
+// them, are at most (Keep+1)*MaxSize bytes: MaxBytes is several hosts'.)
 const (
 	MaxBytes   = 1 << 30
 	MaxRecords = 1 << 20
@@ -48,6 +50,11 @@ type Read struct {
 	Missing []string
 	// Truncated says that a bound (MaxBytes, MaxRecords) stopped the read.
 	Truncated bool
+
+	// left is what Load has left to read of MaxBytes, in all its files;
+	// bounded says that it counts.
+	left    int64
+	bounded bool
 }
 
 // Lines is the number of lines set aside.
@@ -65,19 +72,36 @@ func (r *Read) Lines() int {
 // file (a link, a FIFO, a folder) is an error, never followed or waited
 // on.
 func Load(paths []string, w Window) (*Read, error) {
-	rd := &Read{SetAside: map[string]int{}}
+	// Any member of the group may put files named as rotated journals
+	// beside one, as many and as large (sparse) as it likes: MaxBytes
+	// bounds them all together, and the journals named are read before
+	// any rotated file, so that one journal's rotated files cannot take
+	// the bound from another journal.
+	rd := &Read{SetAside: map[string]int{}, left: MaxBytes, bounded: true}
 	seen := map[string]bool{}
+	read := func(f string, main bool) error {
+		if seen[f] {
+			return nil
+		}
+		seen[f] = true
+		if rd.left <= 0 || rd.Truncated {
+			rd.Truncated = true
+			return nil
+		}
+		return rd.file(f, w, main)
+	}
+	for _, p := range paths {
+		if err := read(p, true); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range paths {
 		rotated, err := logfile.Rotated(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		for _, f := range append([]string{p}, rotated...) {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			if err := rd.file(f, w, f == p); err != nil {
+		for _, f := range rotated {
+			if err := read(f, false); err != nil {
 				return nil, err
 			}
 		}
@@ -107,13 +131,21 @@ func (rd *Read) file(path string, w Window, main bool) error {
 	return nil
 }
 
-// From reads the journal lines of r (at most MaxBytes) into rd, keeping
-// the valid records within w. Call Finish once after the last From.
+// From reads the journal lines of r (at most MaxBytes; within Load, at
+// most what is left of MaxBytes for all its files) into rd, keeping the
+// valid records within w. Call Finish once after the last From.
 func (rd *Read) From(r io.Reader, w Window) error {
 	if rd.SetAside == nil {
 		rd.SetAside = map[string]int{}
 	}
-	lr := &io.LimitedReader{R: r, N: MaxBytes}
+	limit := int64(MaxBytes)
+	if rd.bounded {
+		limit = rd.left
+	}
+	lr := &io.LimitedReader{R: r, N: limit}
+	if rd.bounded {
+		defer func() { rd.left -= limit - lr.N }()
+	}
 	br := bufio.NewReaderSize(lr, 64<<10)
 	for {
 		line, err := readLine(br)

@@ -1,6 +1,10 @@
 package journal
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +86,48 @@ func TestCutArgv(t *testing.T) {
 	}
 	if got, cut := CutArgv([]string{"a", "b"}); cut || len(got) != 2 {
 		t.Errorf("CutArgv of a short argv: %v %v", got, cut)
+	}
+}
+
+// A member of the group may put any number of files named as rotated
+// journals beside one, each as large as a file may be read (sparse: no
+// disk for it): one Load reads no more than MaxBytes of them all
+// together, not MaxBytes of each, so that a report stays bounded in time.
+func TestLoadBoundsTheBytesOfAllItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "j.journal")
+	if err := os.WriteFile(main, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const files = 3
+	for i := range files {
+		line := "\n" + strings.Replace(goodLine("a"), `"pid":7`, fmt.Sprintf(`"pid":%d`, 100+i), 1) + "\n"
+		name := filepath.Join(dir, fmt.Sprintf("j-2026-12-01T00-00-1%d.000.journal", i))
+		f, err := os.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Zeros (a hole) up to its last line, which ends at MaxBytes.
+		if _, err := f.WriteAt([]byte(line), MaxBytes-int64(len(line))); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	// Another journal named after it (another host's): read all the
+	// same, before the rotated files of the first.
+	other := filepath.Join(t.TempDir(), "other.journal")
+	if err := os.WriteFile(other, []byte(goodLine("other")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := Load([]string{main, other}, Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.Records) > 2 || !rd.Truncated {
+		t.Errorf("read %d records of %d files of %d MiB each and another journal (truncated %v): want at most two, the read stopped at MaxBytes in all",
+			len(rd.Records), files, MaxBytes>>20, rd.Truncated)
+	}
+	if !slices.ContainsFunc(rd.Records, func(r Record) bool { return r.Owner == "other" }) {
+		t.Errorf("the other journal's record was not read: the rotated files of the first took the bound")
 	}
 }

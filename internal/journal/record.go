@@ -14,6 +14,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -120,8 +121,10 @@ const (
 	MaxLine = 64 << 10
 	MaxArgs = 64
 	MaxArg  = 512
-	// maxText bounds every other string of a record.
+	// maxText bounds every other string of a record but Lock.
 	maxText = 1024
+	// maxPath bounds Lock: a path as long as Linux takes (PATH_MAX).
+	maxPath = 4096
 	// maxDevices bounds Devices.
 	maxDevices = 64
 	// maxSpan bounds each duration and the span of a record's times: a
@@ -190,10 +193,15 @@ func (r *Record) Validate() error {
 	case len(r.Argv) > MaxArgs || len(r.Devices) > maxDevices:
 		return invalid("too many arguments or devices")
 	}
-	for _, d := range []int64{r.WaitedMS, r.HeldMS, r.TimeoutMS} {
+	for _, d := range []int64{r.WaitedMS, r.HeldMS} {
 		if d < 0 || d > maxSpan.Milliseconds() {
 			return invalid("a duration out of range")
 		}
+	}
+	// A --timeout is a setting, not a span of the record: any that
+	// a duration holds.
+	if r.TimeoutMS < 0 || r.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
+		return invalid("a timeout out of range")
 	}
 	started := r.Ended
 	if r.Started != nil {
@@ -215,7 +223,10 @@ func (r *Record) Validate() error {
 			return invalid("an argument too long")
 		}
 	}
-	for _, s := range append([]string{r.Owner, r.Slug, r.User, r.Host, r.Lock, r.Signal}, r.Devices...) {
+	if len(r.Lock) > maxPath {
+		return invalid("a lock path too long")
+	}
+	for _, s := range append([]string{r.Owner, r.Slug, r.User, r.Host, r.Signal}, r.Devices...) {
 		if len(s) > maxText {
 			return invalid("a name too long")
 		}

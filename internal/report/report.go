@@ -16,7 +16,6 @@ package report
 import (
 	"cmp"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/journal"
@@ -237,6 +236,24 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 		wholeLck = map[string][]span{} // held times of the jobs without devices, by lock
 		lockHeld = map[string][]span{} // held times of every job, by lock
 	)
+	// The rows first, to know how many bars each keeps (perRow): a row
+	// keeps no more than twice that many while the jobs are added, so
+	// that a journal of many jobs on many devices takes no more memory
+	// than its bars, its spans and its records.
+	keys := map[rowKey]bool{}
+	for i := range rd.Records {
+		r := &rd.Records[i]
+		if !w.Holds(r.Ended) || (len(want) > 0 && !want[r.Owner]) {
+			continue
+		}
+		for _, d := range devicesOrLock(r) {
+			if k := (rowKey{r.Lock, d}); !keys[k] && len(keys) < MaxRows {
+				keys[k] = true
+			}
+		}
+	}
+	perRow := MaxBars / max(1, len(keys))
+	at := func(d time.Duration) time.Time { return since.Add(d) }
 	for i := range rd.Records {
 		r := &rd.Records[i]
 		if !w.Holds(r.Ended) || (len(want) > 0 && !want[r.Owner]) {
@@ -258,7 +275,7 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 		held, heldOK := cut(r.Started, r.Ended, since, until)
 		var heldMS int64
 		if heldOK {
-			heldMS = held.to.Sub(held.from).Milliseconds()
+			heldMS = (held.to - held.from).Milliseconds()
 		}
 		o.add(r, heldMS)
 		waitEnd := r.Ended
@@ -272,11 +289,7 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 				wholeLck[r.Lock] = append(wholeLck[r.Lock], held)
 			}
 		}
-		devs := r.Devices
-		if len(devs) == 0 {
-			devs = []string{""}
-		}
-		for _, d := range devs {
+		for _, d := range devicesOrLock(r) {
 			k := rowKey{r.Lock, d}
 			ra := rows[k]
 			if ra == nil {
@@ -289,12 +302,18 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 			}
 			ra.jobs++
 			if heldOK {
-				ra.held = append(ra.held, held)
-				ra.bars = append(ra.bars, bar(held, r))
+				ra.held = compact(append(ra.held, held), &ra.heldLast)
+				ra.bars = append(ra.bars, bar(held, r, at))
+				if len(ra.bars) >= 2*perRow {
+					ra.bars = latest(ra.bars, perRow, &ra.left)
+				}
 			}
-			if waitOK && wait.to.After(wait.from) {
-				ra.waits = append(ra.waits, wait)
-				ra.waitBars = append(ra.waitBars, bar(wait, r))
+			if waitOK && wait.to > wait.from {
+				ra.waits = compact(append(ra.waits, wait), &ra.waitsLast)
+				ra.waitBars = append(ra.waitBars, bar(wait, r, at))
+				if len(ra.waitBars) >= 2*perRow {
+					ra.waitBars = latest(ra.waitBars, perRow, &ra.left)
+				}
 			}
 		}
 	}
@@ -317,7 +336,6 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 	s.Unused, s.UnusedLeftOut = listed(unusedJ)
 
 	window := until.Sub(since).Milliseconds()
-	perRow := MaxBars / max(1, len(rows))
 	for k, ra := range rows {
 		busy := ra.held
 		if k.device != "" {
@@ -334,15 +352,9 @@ func Summarize(rd *journal.Read, opts Options) *Summary {
 			IdleWhileWaitingMS: length(minus(union(ra.waits), busyU)),
 			Bars:               ra.bars, Waits: ra.waitBars}
 		row.IdleMS = max(0, window-row.BusyMS)
-		sortBars(row.Bars)
-		sortBars(row.Waits)
-		if n := len(row.Bars) - perRow; n > 0 {
-			row.Bars, row.BarsLeftOut = row.Bars[n:], n
-		}
-		if n := len(row.Waits) - perRow; n > 0 {
-			row.Waits = row.Waits[n:]
-			row.BarsLeftOut += n
-		}
+		row.Bars = latest(row.Bars, perRow, &row.BarsLeftOut)
+		row.Waits = latest(row.Waits, perRow, &row.BarsLeftOut)
+		row.BarsLeftOut += ra.left
 		if row.Bars == nil {
 			row.Bars = []Bar{}
 		}
@@ -381,14 +393,40 @@ type rowAcc struct {
 	jobs           int
 	held, waits    []span
 	bars, waitBars []Bar
+	// heldLast and waitsLast are the lengths of held and waits at their
+	// last compact; left counts the bars and waits left out.
+	heldLast, waitsLast int
+	left                int
 }
 
-func bar(sp span, r *journal.Record) Bar {
-	return Bar{From: sp.from, To: sp.to, Owner: r.Owner, Slug: r.Slug, Outcome: r.Outcome}
+// devicesOrLock are the rows' devices of r: its devices, or "" (the lock
+// as a whole) for a job without.
+func devicesOrLock(r *journal.Record) []string {
+	if len(r.Devices) == 0 {
+		return []string{""}
+	}
+	return r.Devices
+}
+
+func bar(sp span, r *journal.Record, at func(time.Duration) time.Time) Bar {
+	return Bar{From: at(sp.from), To: at(sp.to), Owner: r.Owner, Slug: r.Slug, Outcome: r.Outcome}
+}
+
+// latest is the n latest bars of b (by From, sorted), in b's own memory,
+// and adds how many it left out to left.
+func latest(b []Bar, n int, left *int) []Bar {
+	sortBars(b)
+	if k := len(b) - n; k > 0 {
+		*left += k
+		copy(b, b[k:])
+		clear(b[n:])
+		return b[:n]
+	}
+	return b
 }
 
 func sortBars(b []Bar) {
-	sort.SliceStable(b, func(i, j int) bool { return b[i].From.Before(b[j].From) })
+	slices.SortStableFunc(b, func(x, y Bar) int { return x.From.Compare(y.From) })
 }
 
 // listed is the jobs of rs, the latest first, at most MaxListed, and how

@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// span is an interval of time [from, to).
-type span struct{ from, to time.Time }
+// span is an interval of time [from, to), as offsets from the start of the
+// report's window: two numbers, no pointer for the collector to follow
+// (a report may hold one for each device of each job).
+type span struct{ from, to time.Duration }
 
-// cut is [*from, to) cut to [since, until), and whether anything is left;
-// false for a nil from.
+// cut is [*from, to) cut to [since, until), as offsets from since, and
+// whether anything is left; false for a nil from.
 func cut(from *time.Time, to, since, until time.Time) (span, bool) {
 	if from == nil {
 		return span{}, false
@@ -24,20 +26,20 @@ func cut(from *time.Time, to, since, until time.Time) (span, bool) {
 	if t.Before(f) {
 		return span{}, false
 	}
-	return span{f, t}, true
+	return span{f.Sub(since), t.Sub(since)}, true
 }
 
-// union is the union of spans, as disjoint spans in order (spans is
-// reordered).
+// union is the union of spans, as disjoint spans in order, in spans' own
+// memory (spans is reordered and overwritten).
 func union(spans []span) []span {
-	slices.SortFunc(spans, func(a, b span) int { return a.from.Compare(b.from) })
-	var out []span
+	slices.SortFunc(spans, func(a, b span) int { return cmpDuration(a.from, b.from) })
+	out := spans[:0]
 	for _, s := range spans {
-		if !s.to.After(s.from) {
+		if s.to <= s.from {
 			continue
 		}
-		if n := len(out); n > 0 && !s.from.After(out[n-1].to) {
-			if s.to.After(out[n-1].to) {
+		if n := len(out); n > 0 && s.from <= out[n-1].to {
+			if s.to > out[n-1].to {
 				out[n-1].to = s.to
 			}
 			continue
@@ -47,24 +49,34 @@ func union(spans []span) []span {
 	return out
 }
 
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 // minus is a less b, both disjoint and in order (as union returns them).
 func minus(a, b []span) []span {
 	var out []span
 	j := 0
 	for _, s := range a {
 		from := s.from
-		for j < len(b) && !b[j].to.After(from) {
+		for j < len(b) && b[j].to <= from {
 			j++
 		}
-		for k := j; k < len(b) && b[k].from.Before(s.to); k++ {
-			if b[k].from.After(from) {
+		for k := j; k < len(b) && b[k].from < s.to; k++ {
+			if b[k].from > from {
 				out = append(out, span{from, b[k].from})
 			}
-			if b[k].to.After(from) {
+			if b[k].to > from {
 				from = b[k].to
 			}
 		}
-		if s.to.After(from) {
+		if s.to > from {
 			out = append(out, span{from, s.to})
 		}
 	}
@@ -75,7 +87,21 @@ func minus(a, b []span) []span {
 func length(spans []span) int64 {
 	var d time.Duration
 	for _, s := range spans {
-		d += s.to.Sub(s.from)
+		d += s.to - s.from
 	}
 	return d.Milliseconds()
 }
+
+// compact is spans as their union once they have doubled since the last
+// union (at least compactMin of them): the spans of a row stay as few as
+// the disjoint times they cover, whatever the number of jobs.
+func compact(spans []span, last *int) []span {
+	if len(spans) < max(compactMin, 2*(*last)) {
+		return spans
+	}
+	spans = union(spans)
+	*last = len(spans)
+	return spans
+}
+
+const compactMin = 1024

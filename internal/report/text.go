@@ -128,7 +128,7 @@ func ReaderLines(r Reader) []string {
 		out = append(out, "No line was set aside: every line was a valid record.")
 	}
 	if r.Truncated {
-		out = append(out, fmt.Sprintf("The journal was too large: reading stopped at a bound (%d MiB a file, %d records), so later jobs are missing here.", journal.MaxBytes>>20, journal.MaxRecords))
+		out = append(out, fmt.Sprintf("The journal was too large: reading stopped at a bound (%d MiB read in all, %d records), so later jobs are missing here.", journal.MaxBytes>>20, journal.MaxRecords))
 	}
 	return out
 }
