@@ -82,7 +82,7 @@ func TestWeekCommandsInTheREADME(t *testing.T) {
 	week, _, _ = strings.Cut(week, "\n## ")
 	_, lock := lockIn(t)
 	env := []string{"GPUEXEC_LOCK=" + lock}
-	wantCode(t, gx(t, env, "--owner", "reels", "--slug", "ep1", "--", "true"), 0)
+	wantCode(t, gx(t, append([]string{role("exit")}, env...), "--owner", "reels", "--slug", "ep1", "--", helperBin, "0"), 0)
 	cwd, textfiles := t.TempDir(), t.TempDir()
 	n := 0
 	for _, m := range regexp.MustCompile(`(?m)^    gpuexec ([^#\n]*)`).FindAllStringSubmatch(week, -1) {
