@@ -92,3 +92,15 @@ func ProbeCtrlBreak(t testing.TB, timeout time.Duration, probe *exec.Cmd, pidFil
 	AwaitPIDs(t, timeout, pidFile)
 	return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(probe.Process.Pid))
 }
+
+// reserve keeps pid from being given to another process until release is
+// called: it holds a handle to the process, whose object outlives the
+// process while a handle is open. Gone and unused still say it has ended.
+func reserve(pid int) (release func()) {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
+	if err != nil {
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { windows.CloseHandle(h) }) }
+}

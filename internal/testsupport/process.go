@@ -23,8 +23,11 @@ func init() {
 }
 
 // DeadPID is the pid of a process that has exited and been reaped, and that
-// no process uses at the time DeadPID returns (pids are reused: a caller
-// that needs it unused for long should check again). It runs this test
+// no process uses at the time DeadPID returns. On Windows no process gets it
+// until t ends (a handle to the exited process is kept open: Windows and
+// Wine give a pid out again at once, the lowest free first). Elsewhere pids
+// are reused in turn, so a caller that needs it unused for long should
+// check again. It runs this test
 // binary, which exits at once whatever its TestMain does.
 func DeadPID(t testing.TB) int {
 	t.Helper()
@@ -35,12 +38,21 @@ func DeadPID(t testing.TB) int {
 	for range 10 {
 		cmd := exec.Command(self)
 		cmd.Env = Env(exitEnv + "=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", self, err, out)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("%s: %v", self, err)
+		}
+		release := reserve(cmd.Process.Pid)
+		if err := cmd.Wait(); err != nil {
+			release()
+			t.Fatalf("%s: %v\n%s", self, err, out.Bytes())
 		}
 		if pid := cmd.Process.Pid; unused(pid) {
+			t.Cleanup(release)
 			return pid
 		}
+		release()
 	}
 	t.Fatal("no pid of an exited process stays unused here")
 	return 0
