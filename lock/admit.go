@@ -31,7 +31,7 @@ func attemptAdmitted(ctx context.Context, o Options, t lockSet, ws *waitState) (
 		}
 		return attempt(ctx, o, t, ws)
 	}
-	ws.refused, ws.admitted, ws.admittedWith = nil, nil, nil
+	ws.refused, ws.admitted, ws.admittedWith, ws.admittedAhead = nil, nil, nil, nil
 	h, seen, err := try()
 	if err != nil || h != nil || len(ws.refused) == 0 {
 		if err == nil {
@@ -52,7 +52,7 @@ func attemptAdmitted(ctx context.Context, o Options, t lockSet, ws *waitState) (
 	if o.ShareMiB > 0 {
 		cands := make([]Candidate, len(ws.refused))
 		for k, i := range ws.refused {
-			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers}
+			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers, Ahead: ws.ahead}
 			ws.admittedWith[i], _ = Budget(seen[i].Sharers)
 		}
 		ok, why = o.AdmitShare(ctx, cands)
@@ -77,13 +77,18 @@ func attemptAdmitted(ctx context.Context, o Options, t lockSet, ws *waitState) (
 	if n < len(ws.refused) && why == "" {
 		why = "a free GPU to be admitted"
 	}
+	if ws.ahead != nil {
+		// Not its turn: what kept it from starting ahead is no
+		// waiting line's.
+		ws.admittedAhead, why = ws.ahead, ""
+	}
 	ws.why = why
 	if n < t.need {
 		return nil, seen, nil
 	}
 	ws.refused = nil
 	h, again, err := try()
-	ws.admitted, ws.admittedWith = nil, nil
+	ws.admitted, ws.admittedWith, ws.admittedAhead = nil, nil, nil
 	if again != nil {
 		seen = again
 	}
@@ -106,6 +111,11 @@ func (ws *waitState) admit(o Options, free []int, seen []*Status) []int {
 	for _, i := range free {
 		used, known := Budget(seen[i].Sharers)
 		grew := !known || (i < len(ws.admittedWith) && used > ws.admittedWith[i])
+		if ws.ahead != nil && (!ws.stillPasses() || (i < len(ws.admittedWith) && used != ws.admittedWith[i])) {
+			// The head changed, a sharer left (the head may fit
+			// sooner), or the answer is too old: ask again.
+			grew = true
+		}
 		if i < len(ws.admitted) && ws.admitted[i] && !grew {
 			ok = append(ok, i)
 		} else {

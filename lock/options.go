@@ -351,6 +351,16 @@ type Options struct {
 	// before it is joined. Nil admits every candidate (the budgets are
 	// then recorded, not checked).
 	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
+	// Backfill lets a sharer (ShareMiB, AdmitShare) with a HoldLimit
+	// join a shared lock ahead of the waiters before it, when every one
+	// of them waits for that one lock: AdmitShare is then asked with
+	// Candidate.Ahead, and must admit only a sharer that ends before the
+	// head of the queue could start (see Ahead.Passes). The caller
+	// promises to stop its job within HoldLimit of the start (gpuexec's
+	// --timeout and --kill-after do); the waiters passed keep their
+	// places. Without it, or without a HoldLimit, a sharer only ever
+	// starts at its turn.
+	Backfill bool
 }
 
 // Validate reports what is wrong with o's durations, names, devices and

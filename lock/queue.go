@@ -47,6 +47,12 @@ type ticketRecord struct {
 	// the lock itself, or the devices of a device set. Waiters order
 	// only those they compete with (see queue.rival).
 	Locks []string `json:"locks,omitempty"`
+	// Share says the waiter will share its device (Options.ShareMiB),
+	// with a budget of VRAMMiB; a waiter that does not takes its device
+	// alone. A sharer behind reads them to know when this waiter could
+	// start (see backfillAhead).
+	Share   bool  `json:"share,omitempty"`
+	VRAMMiB int64 `json:"vramMiB,omitempty"`
 }
 
 // maxTicketSize bounds what is read of a ticket; a real one is a few
@@ -262,6 +268,7 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 		b, _ := json.Marshal(ticketRecord{
 			PID: os.Getpid(), PIDStart: selfStart, Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),
 			Since: time.Now().UTC().Format(isoMillis), Locks: q.names,
+			Share: o.ShareMiB > 0, VRAMMiB: max(o.ShareMiB, 0),
 		})
 		_, err = f.Write(b)
 	}

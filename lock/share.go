@@ -66,10 +66,14 @@ func newSidecar(o Options, lockPath, recordToken string) (*shareHold, error) {
 		return nil, err
 	}
 	err = lockNew(f, "sidecar")
+	now := time.Now().UTC()
 	sh := &shareHold{path: p, f: f, me: Sharer{
 		PID: os.Getpid(), Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(), PIDStart: selfStart,
-		MiB: o.ShareMiB, Since: time.Now().UTC().Format(isoMillis), Lock: recordToken,
+		MiB: o.ShareMiB, Since: now.Format(isoMillis), Lock: recordToken,
 	}}
+	if o.HoldLimit > 0 {
+		sh.me.Deadline = now.Add(o.HoldLimit).Format(isoMillis)
+	}
 	if err == nil {
 		err = sh.write()
 	}

@@ -51,6 +51,10 @@ type Sharer struct {
 	Over    bool  `json:"over,omitempty"`
 	// Lock is the token of the record it shares.
 	Lock string `json:"lock,omitempty"`
+	// Deadline is when its job is stopped at the latest (its
+	// Options.HoldLimit from Since; UTC ISO-8601), "" when it has none.
+	// Waiters that backfill count on it (see Ahead.HeadStart).
+	Deadline string `json:"deadline,omitempty"`
 	// Unattributed says why the processes its sidecar names are not
 	// taken for its own, "" when they are: they are not its file owner's,
 	// or the file may not be its owner's word. Such a sharer
@@ -87,6 +91,10 @@ type Candidate struct {
 	Device string
 	// Sharers are the live sharers on it, as read under its guard.
 	Sharers []Sharer
+	// Ahead, when set, is the head of the queue this sharer would start
+	// ahead of (Options.Backfill): admit it only when, besides fitting,
+	// Ahead.Passes.
+	Ahead *Ahead
 }
 
 // parseSharer reads a sidecar's content defensively: bounded, any JSON
@@ -116,6 +124,9 @@ func parseSharer(b []byte) (Sharer, bool) {
 	}
 	if !validToken(s.Lock) {
 		s.Lock = ""
+	}
+	if !validTime(s.Deadline) {
+		s.Deadline = ""
 	}
 	return s, true
 }

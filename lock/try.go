@@ -44,6 +44,7 @@ func attempt(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, [
 		return nil, nil, err
 	}
 	var seen []*Status
+	ws.ahead, ws.canBackfill = nil, false
 	for range maxAttempts {
 		var guards []*guard
 		if seen, guards, err = clearStaleSet(ctx, o, t); err != nil {
@@ -82,10 +83,14 @@ func attempt(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, [
 				free = append(free, i)
 			}
 		}
-		if (o.Admit != nil || o.ShareMiB > 0) && before <= ws.mayPass {
+		backfill := before > ws.mayPass && ws.mayBackfill(o, t, seen)
+		if backfill {
+			free = []int{0}
+		}
+		if (o.Admit != nil || o.ShareMiB > 0) && (before <= ws.mayPass || backfill) {
 			free = ws.admit(o, free, seen)
 		}
-		if before > ws.mayPass || len(free) < t.need {
+		if (before > ws.mayPass && !backfill) || len(free) < t.need {
 			ws.onPurpose = before <= ws.mayPass && len(free) > 0
 			releaseGuards(guards)
 			return nil, seen, nil
@@ -103,7 +108,11 @@ func attempt(ctx context.Context, o Options, t lockSet, ws *waitState) (*Held, [
 		if err != nil {
 			return nil, nil, err
 		}
-		if before > 0 {
+		if backfill {
+			a := ws.admittedAhead
+			o.Logger.Info(fmt.Sprintf("started ahead of %s: ends before it can start", a.who()),
+				"path", o.Path, "passed", a.Waiters, "ends_by", a.Ends.UTC().Format(isoMillis))
+		} else if before > 0 {
 			what, it := "the free GPU lock", "it"
 			if t.names != nil {
 				what, it = "free GPUs", "them"

@@ -49,6 +49,16 @@ type waitState struct {
 	// guards on its own, so that the time Admit takes between two
 	// tries does not count against it.
 	tryWait time.Duration
+	// ahead, for a sharer behind the head that may backfill
+	// (Options.Backfill), is what its last try would pass; nil when that
+	// try found nothing to backfill into. admittedAhead is what
+	// AdmitShare let it pass, for the next try only.
+	ahead         *Ahead
+	admittedAhead *Ahead
+	// canBackfill says the last try found this waiter, behind the head,
+	// one that may start ahead of it (Options.Backfill) on a lock that is
+	// shared: it then tries again each admitEvery.
+	canBackfill bool
 	// onPurpose says the last try, at the head of the queue, left locks
 	// that others wait for free on purpose: it waits for a lock beside
 	// them (a plain lock for a device held, devices for a plain holder)
@@ -239,8 +249,16 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, ws *waitState
 	} else if ahead = follow(ws, wk); ahead == "" {
 		return true
 	}
-	var probeC, passC <-chan time.Time
+	var probeC, passC, backfillC <-chan time.Time
 	var pass *time.Timer
+	if !head && ws.canBackfill {
+		// A sharer that may start ahead of the head looks again each
+		// admitEvery while the lock is shared (nothing in the folder
+		// tells a waiter behind the head that a sharer left).
+		t := time.NewTimer(admitEvery)
+		defer t.Stop()
+		backfillC = t.C
+	}
 	if probing {
 		t := time.NewTicker(livenessProbe)
 		defer t.Stop()
@@ -278,6 +296,8 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, ws *waitState
 				}
 			}
 		case <-poll.C:
+			return true
+		case <-backfillC:
 			return true
 		case <-rep.C():
 			rep.report(nil)

@@ -37,9 +37,11 @@ type Config struct {
 	// Stdin, Stdout and Stderr are the child's; nil means gpuexec's own.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Timeout is the longest run of the child; 0 is none. It goes into
-	// the lock's record as its deadline (lock.Options.HoldLimit), which
-	// waiters show, unless Lock.HoldLimit is set.
+	// Timeout is the longest run of the child; 0 is none. With
+	// KillAfter (unless Forever) it makes the lock's deadline
+	// (lock.Options.HoldLimit), which waiters show, unless Lock.HoldLimit
+	// is set; a sharer with one may start ahead of the queue (backfill:
+	// lock.Options.Backfill).
 	Timeout time.Duration
 	// TimeoutSignal is the first signal the job's group gets at Timeout;
 	// nil means SIGTERM. SIGKILL kills the job at once; any other is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/proc"
@@ -90,7 +91,7 @@ func (g *gate) admitShared(ctx context.Context, cands []lock.Candidate) ([]bool,
 		ok[i] = len(targets) > 0
 		for _, target := range targets {
 			d, found := gpu.Find(devs, target)
-			fits, reason := g.fits(d, found, target, c.Sharers, ps)
+			fits, reason := g.fits(d, found, target, c.Sharers, ps, c.Ahead)
 			if fits {
 				continue
 			}
@@ -104,8 +105,11 @@ func (g *gate) admitShared(ctx context.Context, cands []lock.Candidate) ([]bool,
 	return ok, why
 }
 
-// fits decides one device for admitShared, saying why not.
-func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer, ps []gpu.Process) (bool, string) {
+// fits decides one device for admitShared, saying why not. A sharer that
+// would start ahead of the queue (ahead not nil) must also end before the
+// head could start, by the sharers' deadlines and the room left to share
+// now (see lock.Ahead.HeadStart).
+func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer, ps []gpu.Process, ahead *lock.Ahead) (bool, string) {
 	if !found {
 		return false, fmt.Sprintf("%s shared on GPU %s: nvidia-smi does not list it now", g.need, name)
 	}
@@ -126,6 +130,9 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	}
 	if m.Free < g.need {
 		return false, fmt.Sprintf("%s shared on GPU %d: %s free", g.need, d.Index, m.Free)
+	}
+	if ahead != nil && !ahead.Passes(time.Now(), int64(sh.room()), sharers) {
+		return false, fmt.Sprintf("%s shared on GPU %d ahead of the queue: would not end before its head can start", g.need, d.Index)
 	}
 	return true, ""
 }
@@ -274,4 +281,16 @@ func ShareRoom(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gp
 		return gpu.Unknown, false
 	}
 	return sh.room(), true
+}
+
+// holdLimit is how long the job holds the lock at the latest, the lock's
+// deadline: its timeout, then the kill-after grace before SIGKILL. Without
+// a timeout, or with a kill-after of Forever (SIGKILL never comes), no end
+// is promised: 0, no deadline. Sharers that backfill count on the
+// deadlines of those on the card (see lock.Ahead).
+func holdLimit(cfg Config) time.Duration {
+	if cfg.Timeout <= 0 || cfg.KillAfter == Forever || cfg.KillAfter < 0 {
+		return 0
+	}
+	return cfg.Timeout + cfg.KillAfter
 }

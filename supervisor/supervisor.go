@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) int {
 	}
 	log := cfg.Logger
 	if cfg.Lock.HoldLimit == 0 {
-		cfg.Lock.HoldLimit = cfg.Timeout
+		cfg.Lock.HoldLimit = holdLimit(cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		log.Error(err.Error())
@@ -94,6 +94,10 @@ func Run(ctx context.Context, cfg Config) int {
 		case cfg.Share:
 			cfg.Lock.ShareMiB = int64(cfg.VRAM)
 			cfg.Lock.AdmitShare = newGate(cfg).admitShared
+			// A sharer whose job is stopped by a known time may
+			// start ahead of the queue when it ends before the head
+			// could start (see docs/gpu.md, "Backfill").
+			cfg.Lock.Backfill = cfg.Lock.HoldLimit > 0
 		case cfg.VRAM > 0:
 			cfg.Lock.Admit = newGate(cfg).admit
 		}
