@@ -154,10 +154,14 @@ func (ws *waitState) tend() (stop func()) {
 }
 
 // awaitAdmission is waitForChange for a caller whose free locks Admit
-// refused: it asks again after admitEvery (or at the poll), tending its
-// ticket meanwhile, and logs the waiting line when rep says it is due. It
-// returns false when ctx ends.
-func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter) bool {
+// refused: it asks again after admitEvery (or at the poll), or at once when
+// wk sees a lock released or a sharer leave (its memory may be what was in
+// the way), tending its ticket meanwhile, and logs the waiting line when
+// rep says it is due. It returns false when ctx ends.
+func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter, wk *waker) bool {
+	if wk.watchReleases() {
+		return true // the folder was not watched: a leave went unseen
+	}
 	stop := ws.tend()
 	defer stop()
 	t := time.NewTimer(admitEvery)
@@ -171,6 +175,7 @@ func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *
 			continue
 		case <-t.C:
 		case <-poll.C:
+		case <-wk.C():
 		}
 		return true
 	}

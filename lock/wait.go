@@ -227,7 +227,7 @@ func waitForChange(ctx context.Context, o Options, seen []*Status, ws *waitState
 	if ws.why != "" {
 		// Free locks that Admit refused: ask again a moment later,
 		// tending the ticket so that those behind do not pass.
-		return ws.awaitAdmission(ctx, poll, rep)
+		return ws.awaitAdmission(ctx, poll, rep, wk)
 	}
 	probing := !wk.closes()
 	var ahead string // the ticket this waiter follows, behind the head

@@ -7,8 +7,8 @@ import (
 
 // waker turns changes in the lock's folder into wake-ups for a waiter: one
 // of the lock files or their liveness files removed or renamed away
-// (released, cleared, a job whose record was cleared ending), for the head
-// of the queue; a ticket removed (a waiter served or gone), for the
+// (released, cleared, a job whose record was cleared ending), or a
+// sharer's sidecar (it left), for the head of the queue; a ticket removed (a waiter served or gone), for the
 // waiters behind it. Everything else in the folder (records written,
 // tickets taken or touched, liveness files) wakes nobody. Where the folder
 // cannot be watched (no inotify instance left, some network filesystems)
@@ -19,7 +19,7 @@ import (
 type waker struct {
 	dir     string
 	locks   map[string]bool
-	lives   []string // path prefixes of the locks' liveness files
+	lives   []string // path prefixes of the locks' liveness files and sidecars
 	tickets string   // path prefix of the queue's tickets
 	// plainLock, for a waiter for a plain lock, is its path: the removal of
 	// any device's lock beside it, or of their liveness files, wakes it.
@@ -40,7 +40,9 @@ func newWaker(lockPath string, locks []string) (*waker, error) {
 	var lives []string
 	for _, l := range locks {
 		set[l] = true
-		lives = append(lives, l+liveSuffix)
+		// A sharer leaving removes its sidecar: its budget is free
+		// for a waiter whose admission it held up.
+		lives = append(lives, l+liveSuffix, l+shareSuffix)
 	}
 	plain := len(locks) == 1 && locks[0] == lockPath
 	if !plain {

@@ -39,7 +39,8 @@ func TestWakerWakesOnRemovalsOnly(t *testing.T) {
 	ticket2 := ticketPath(lockPath, 2)
 	live := lockPath + liveSuffix + "0123456789abcdef"
 	other := filepath.Join(dir, "other.lock"+liveSuffix+"0123456789abcdef")
-	for _, p := range []string{lockPath, ticket, ticket2, live, other} {
+	sidecar := sharePath(lockPath, "fedcba9876543210")
+	for _, p := range []string{lockPath, ticket, ticket2, live, other, sidecar} {
 		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -92,6 +93,11 @@ func TestWakerWakesOnRemovalsOnly(t *testing.T) {
 				return firstErr(os.WriteFile(lockPath, []byte("{}"), 0o644), os.Remove(lockPath))
 			},
 			want: k.C(), quiet: k.Left(), whyQuit: "a ticket leaving for the lock's removal",
+		},
+		{
+			name: "a sharer's sidecar removed (it left: its budget is free)",
+			do:   func() error { return os.Remove(sidecar) },
+			want: k.C(), quiet: k.Left(), whyQuit: "a ticket leaving for a sidecar's removal",
 		},
 		{
 			name: "a ticket renamed away",

@@ -99,8 +99,10 @@ func (g *gate) targets(name string, devs []gpu.Device) []string {
 }
 
 // sample is the devices with each one's free memory the smaller of this
-// reading and the one before: the previous reading when it is fresh, else
-// a second one taken sampleGap later.
+// reading and the one before: the previous reading when it is fresh and
+// no device has more free now than it said (memory freed since, by a job
+// that ended: the previous reading is then the past, not a second look at
+// the present), else a second one taken sampleGap later.
 func (g *gate) sample(ctx context.Context) ([]gpu.Device, error) {
 	cur, err := g.src.Devices(ctx)
 	if err != nil {
@@ -108,7 +110,7 @@ func (g *gate) sample(ctx context.Context) ([]gpu.Device, error) {
 		return nil, err
 	}
 	prev := g.prev
-	if prev == nil || time.Since(g.prevAt) > freshSample {
+	if prev == nil || time.Since(g.prevAt) > freshSample || freed(prev, cur) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -133,6 +135,19 @@ func (g *gate) sample(ctx context.Context) ([]gpu.Device, error) {
 		}
 	}
 	return out, nil
+}
+
+// freed reports whether a device of cur has more memory free than it had
+// in prev.
+func freed(prev, cur []gpu.Device) bool {
+	for _, c := range cur {
+		for _, p := range prev {
+			if p.UUID == c.UUID && c.Memory.Free.Known() && p.Memory.Free.Known() && c.Memory.Free > p.Memory.Free {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // migWhy is why the memory figures of d do not say what a job on it can

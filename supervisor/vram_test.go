@@ -275,3 +275,36 @@ func TestShareOfAnUnattributedSharer(t *testing.T) {
 		})
 	}
 }
+
+// A reading that shows memory freed since the last one (a job ended) is
+// paired with one taken a moment later, not with that last one: a job
+// waiting for the memory starts then, not at its next ask; both readings
+// must still show the room.
+func TestGateReadsAgainWhenMemoryWasFreed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		next [][]gpu.Device
+		want bool
+	}{
+		{"freed and still free", [][]gpu.Device{{dev(0, 5000)}, {dev(0, 5000)}}, true},
+		{"freed, then taken again", [][]gpu.Device{{dev(0, 5000)}, {dev(0, 1000)}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := &readings{devs: [][]gpu.Device{{dev(0, 1000)}, {dev(0, 1000)}}}
+			g := &gate{src: src, need: 4096, lock: lock.Options{Path: filepath.Join(t.TempDir(), "gpu.lock")}}
+			if ok, _ := g.admit(context.Background(), []string{""}); ok[0] {
+				t.Fatal("admitted with 1000 MiB free")
+			}
+			src.mu.Lock()
+			src.devs = append(src.devs, c.next...)
+			src.mu.Unlock()
+			ok, why := g.admit(context.Background(), []string{""})
+			if ok[0] != c.want {
+				t.Fatalf("admit = %v (%q), want %v", ok[0], why, c.want)
+			}
+			if src.calls != 4 {
+				t.Errorf("%d readings, want 4", src.calls)
+			}
+		})
+	}
+}
