@@ -35,6 +35,17 @@ func backfillRun(t *testing.T, head []string, bArgs ...string) (ahead bool, head
 	// all: the head cannot start while a runs.
 	testsupport.StillBlocked(t, 4*time.Second, "the head beside the 12G holder", h.started)
 	ahead = b.started()
+	// status says by when each sharer is stopped: a's deadline, and b's
+	// when it runs.
+	human, m := statusOf(t, c, lock)
+	if want := map[bool]int{true: 2, false: 1}[ahead]; strings.Count(human, ", stopped by ") != want || len(sharersOf(m)) != want {
+		t.Errorf("status with b ahead %v:\n%s", ahead, human)
+	}
+	for _, sh := range sharersOf(m) {
+		if d, _ := sh.(map[string]any)["deadline"].(string); d == "" {
+			t.Errorf("status --json: a sharer without its deadline: %v", sh)
+		}
+	}
 	if ahead {
 		// The head could start only once a is gone: b, ending first,
 		// was never in its way.

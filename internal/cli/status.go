@@ -322,6 +322,9 @@ func writeSharers(b *strings.Builder, st *lock.Status) {
 		if sh.UsedMiB > 0 {
 			fmt.Fprintf(b, ", using %s", gpu.MiB(sh.UsedMiB))
 		}
+		if d := sh.DeadlineTime(); !d.IsZero() {
+			fmt.Fprintf(b, ", stopped by %s", d.Local().Format("2006-01-02 15:04:05"))
+		}
 		if sh.Over {
 			b.WriteString(": OVER BUDGET")
 		}
