@@ -307,8 +307,10 @@ type Options struct {
 	// Stale is the heartbeat age after which a lock is stale.
 	Stale time.Duration
 	// HoldLimit is the longest the holder will hold the lock (a job's
-	// timeout): the record then says when that ends (Info.Deadline), and
-	// waiters show it. 0 (or less) records none. Nothing here enforces it.
+	// timeout and its grace before SIGKILL): the record, and a sharer's
+	// sidecar, then say when that ends (Info.Deadline, Sharer.Deadline);
+	// waiters show it, and sharers that backfill count on it. 0 (or less)
+	// records none. Nothing here enforces it: the caller must.
 	HoldLimit time.Duration
 	// Logger receives the waiting, acquired, stale-cleared, lost and
 	// releasing lines. They name the lock, not the caller: a caller whose
