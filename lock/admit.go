@@ -51,13 +51,19 @@ func attemptAdmitted(ctx context.Context, o Options, t lockSet, ws *waitState) (
 	ws.admittedWith = make([]int64, len(t.paths))
 	if o.ShareMiB > 0 {
 		cands := make([]Candidate, len(ws.refused))
+		ws.admittedSet = make([]string, len(t.paths))
 		for k, i := range ws.refused {
 			cands[k] = Candidate{Device: names[k], Sharers: seen[i].Sharers, Ahead: ws.ahead}
 			ws.admittedWith[i], _ = Budget(seen[i].Sharers)
+			ws.admittedSet[i] = sharerSet(seen[i].Sharers)
 		}
+		asked := time.Now()
 		ok, why = o.AdmitShare(ctx, cands)
+		ws.askTook = time.Since(asked)
+		ws.noteAsk(asked)
 	} else {
 		ok, why = o.Admit(ctx, names)
+		ws.noteAsk(time.Now())
 	}
 	stop()
 	if ctx.Err() != nil {
@@ -111,9 +117,10 @@ func (ws *waitState) admit(o Options, free []int, seen []*Status) []int {
 	for _, i := range free {
 		used, known := Budget(seen[i].Sharers)
 		grew := !known || (i < len(ws.admittedWith) && used > ws.admittedWith[i])
-		if ws.ahead != nil && (!ws.stillPasses() || (i < len(ws.admittedWith) && used != ws.admittedWith[i])) {
-			// The head changed, a sharer left (the head may fit
-			// sooner), or the answer is too old: ask again.
+		if ws.ahead != nil && (!ws.stillPasses() || i >= len(ws.admittedSet) || sharerSet(seen[i].Sharers) != ws.admittedSet[i]) {
+			// The head changed, a sharer came or went (the head
+			// may start sooner), or the answer is too old: ask
+			// again.
 			grew = true
 		}
 		if i < len(ws.admitted) && ws.admitted[i] && !grew {
@@ -154,18 +161,23 @@ func (ws *waitState) tend() (stop func()) {
 }
 
 // awaitAdmission is waitForChange for a caller whose free locks Admit
-// refused: it asks again after admitEvery (or at the poll), or at once when
+// refused: it asks again after admitEvery (or at the poll), or sooner when
 // wk sees a lock released or a sharer leave (its memory may be what was in
-// the way), tending its ticket meanwhile, and logs the waiting line when
-// rep says it is due. It returns false when ctx ends.
+// the way), but never more than askBurst times within askWindow: a member
+// of the folder's group can remove files by those names as fast as it
+// likes, and each ask runs nvidia-smi. It tends the ticket meanwhile,
+// and logs the waiting line when rep says it is due. It returns false
+// when ctx ends.
 func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *reporter, wk *waker) bool {
-	if wk.watchReleases() {
-		return true // the folder was not watched: a leave went unseen
-	}
+	// Watch the folder (a waiter that was behind the head followed a
+	// ticket instead). A leave before this went unseen: the next ask,
+	// a second on, sees its effect.
+	wk.watchReleases()
 	stop := ws.tend()
 	defer stop()
 	t := time.NewTimer(admitEvery)
 	defer t.Stop()
+	woken := wk.C()
 	for {
 		select {
 		case <-ctx.Done():
@@ -173,11 +185,43 @@ func (ws *waitState) awaitAdmission(ctx context.Context, poll *time.Timer, rep *
 		case <-rep.C():
 			rep.report(nil)
 			continue
+		case <-woken:
+			if wait := ws.askWait(time.Now()); wait > 0 {
+				t.Reset(min(wait, admitEvery))
+				woken = nil // the timer asks then
+				continue
+			}
 		case <-t.C:
 		case <-poll.C:
-		case <-wk.C():
 		}
 		return true
+	}
+}
+
+// askBurst and askWindow bound how often a waiter that removals in the
+// folder wake asks Admit or AdmitShare (see awaitAdmission): askBurst
+// times in any askWindow. Two sharers leaving one after the other are two
+// asks at once; a storm of removals is two asks a second.
+const (
+	askBurst  = 3
+	askWindow = 1500 * time.Millisecond
+)
+
+// askWait is how long, from now, before the waiter may ask again when
+// woken: zero while it asked fewer than askBurst times in the last
+// askWindow.
+func (ws *waitState) askWait(now time.Time) time.Duration {
+	if len(ws.asks) < askBurst {
+		return 0
+	}
+	return max(ws.asks[len(ws.asks)-askBurst].Add(askWindow).Sub(now), 0)
+}
+
+// noteAsk keeps the times of the last askBurst asks.
+func (ws *waitState) noteAsk(at time.Time) {
+	ws.asks = append(ws.asks, at)
+	if len(ws.asks) > askBurst {
+		ws.asks = ws.asks[len(ws.asks)-askBurst:]
 	}
 }
 

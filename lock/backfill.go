@@ -1,7 +1,10 @@
 package lock
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuexec/gpuexec/internal/escape"
@@ -27,15 +30,21 @@ type Ahead struct {
 	// Whole says the head takes the device alone: it starts once every
 	// sharer on it is gone.
 	Whole bool
-	// MiB is the head's budget when it is a sharer.
-	MiB int64
+	// MiB is the head's budget when it is a sharer, and Reserve the
+	// memory its own admission keeps free beside the budgets (MiB; 0 for
+	// its default): the room it will see is not the caller's.
+	MiB, Reserve int64
 	// Waiters is how many live waiters would be passed, the head
 	// included.
 	Waiters int
 	// Ends is when the caller's job would be stopped at the latest, were
 	// it to start now (its HoldLimit from now, a margin for its release,
-	// and one for the time until it joins: see joinSlack).
+	// and one for the time until it joins: see waitState.joinSlack).
 	Ends time.Time
+	// asked is when Ends was worked out, and slack what it allows
+	// for the time until the join.
+	asked time.Time
+	slack time.Duration
 }
 
 // HeadStart is the earliest time the head could start by the holders'
@@ -121,7 +130,7 @@ func (s Sharer) DeadlineTime() time.Time {
 // cannot be worked out: no backfill past it). ok is false when no waiter
 // is ahead, or one cannot be passed. The number of tickets read is bounded
 // by maxBackfillPass.
-func backfillAhead(q *queue, seq uint64, o Options) (*Ahead, bool) {
+func backfillAhead(q *queue, seq uint64, o Options, slack time.Duration) (*Ahead, bool) {
 	if seq == 0 || len(q.names) != 1 {
 		return nil, false
 	}
@@ -138,11 +147,12 @@ func backfillAhead(q *queue, seq uint64, o Options) (*Ahead, bool) {
 			continue
 		}
 		rec, err := readTicket(t.path)
-		if err != nil || len(rec.Locks) != 1 || rec.Locks[0] != q.names[0] || (rec.Share && rec.VRAMMiB <= 0) {
+		if err != nil || len(rec.Locks) != 1 || rec.Locks[0] != q.names[0] || rec.Share == rec.Whole ||
+			(rec.Share && rec.VRAMMiB <= 0) || rec.VRAMMiB > math.MaxInt32 || rec.ReserveMiB < 0 || rec.ReserveMiB > math.MaxInt32 {
 			return nil, false
 		}
 		if a == nil {
-			a = &Ahead{Owner: rec.Owner, Slug: rec.Slug, Whole: !rec.Share, MiB: rec.VRAMMiB}
+			a = &Ahead{Owner: rec.Owner, Slug: rec.Slug, Whole: rec.Whole, MiB: rec.VRAMMiB, Reserve: rec.ReserveMiB}
 		}
 		if a.Waiters++; a.Waiters > maxBackfillPass {
 			return nil, false
@@ -151,7 +161,8 @@ func backfillAhead(q *queue, seq uint64, o Options) (*Ahead, bool) {
 	if a == nil {
 		return nil, false
 	}
-	a.Ends = time.Now().Add(o.HoldLimit + releaseMargin + joinSlack)
+	a.asked, a.slack = time.Now(), slack
+	a.Ends = a.asked.Add(o.HoldLimit + releaseMargin + slack)
 	return a, true
 }
 
@@ -159,10 +170,14 @@ func backfillAhead(q *queue, seq uint64, o Options) (*Ahead, bool) {
 // and so the tickets it reads under the guard at each try.
 const maxBackfillPass = 8
 
-// joinSlack is how long after AdmitShare was asked the join may come: the
-// Ends it is asked about is that much later than the caller's deadline
-// would be at the asking, and a join later than that asks again.
-const joinSlack = 300 * time.Millisecond
+// minJoinSlack and maxJoinSlack bound how long after AdmitShare was asked
+// the join may come (see waitState.joinSlack): the Ends it is asked about
+// is that much later than the caller's deadline would be at the asking,
+// and a join later than that asks again.
+const (
+	minJoinSlack = 300 * time.Millisecond
+	maxJoinSlack = 10 * time.Second
+)
 
 // who names the head for the log: owner/slug, escaped.
 func (a *Ahead) who() string {
@@ -171,7 +186,8 @@ func (a *Ahead) who() string {
 
 // same reports whether a and b name the same head with the same need.
 func (a *Ahead) same(b *Ahead) bool {
-	return a != nil && b != nil && a.Owner == b.Owner && a.Slug == b.Slug && a.Whole == b.Whole && a.MiB == b.MiB
+	return a != nil && b != nil && a.Owner == b.Owner && a.Slug == b.Slug && a.Whole == b.Whole && a.MiB == b.MiB &&
+		a.Reserve == b.Reserve
 }
 
 // mayBackfill reports whether this try of a waiter behind the head may
@@ -186,17 +202,42 @@ func (ws *waitState) mayBackfill(o Options, t lockSet, seen []*Status) bool {
 	if !ws.canBackfill {
 		return false
 	}
-	a, ok := backfillAhead(ws.q, ws.seq(), o)
-	if !ok || !a.Passes(time.Now(), o.ShareMiB, seen[0].Sharers) {
+	a, ok := backfillAhead(ws.q, ws.seq(), o, ws.joinSlack())
+	if !ok {
+		return false
+	}
+	// The room is at least this sharer's budget (it must fit): the head
+	// starts by then at the latest. A start that cannot be bounded so
+	// may still be, with the room there is: AdmitShare tells.
+	if at, bounded := a.HeadStart(time.Now(), o.ShareMiB, seen[0].Sharers); bounded && a.Ends.After(at) {
 		return false
 	}
 	ws.ahead = a
 	return true
 }
 
+// joinSlack is the time this waiter allows between asking AdmitShare
+// whether it may start ahead and starting: twice what its last ask took,
+// at least minJoinSlack, at most maxJoinSlack.
+func (ws *waitState) joinSlack() time.Duration {
+	return min(max(minJoinSlack, 2*ws.askTook), maxJoinSlack)
+}
+
 // stillPasses reports whether what AdmitShare let this waiter pass still
-// holds for this try: the same head, asked about within joinSlack.
+// holds for this try: the same head, asked about within the slack its
+// Ends allowed for.
 func (ws *waitState) stillPasses() bool {
 	a, b := ws.ahead, ws.admittedAhead
-	return a.same(b) && !a.Ends.Add(-joinSlack).After(b.Ends)
+	return a.same(b) && time.Since(b.asked) <= b.slack
+}
+
+// sharerSet names the sharers read as they are, to tell whether any came
+// or went since: another set with the same budgets in all may let the head
+// start at another time.
+func sharerSet(sharers []Sharer) string {
+	var b strings.Builder
+	for _, s := range sharers {
+		fmt.Fprintf(&b, "%d/%d/%s/%d/%s/%t/%t;", s.PID, s.PIDStart, s.Since, s.MiB, s.Deadline, s.Gone, s.Unopened)
+	}
+	return b.String()
 }

@@ -92,24 +92,42 @@ func TestBackfillAhead(t *testing.T) {
 	q := newQueue(lockPath, []string{lockPath})
 	write(1, ticketRecord{PID: 1, Owner: "reels", Slug: "render", Locks: []string{"gpu.lock"}, Share: true, VRAMMiB: 9216})
 	hold(1)
-	write(2, ticketRecord{PID: 2, Owner: "img", Slug: "x", Locks: []string{"gpu.lock"}})
+	write(2, ticketRecord{PID: 2, Owner: "img", Slug: "x", Locks: []string{"gpu.lock"}, Whole: true})
 	hold(2)
-	write(3, ticketRecord{PID: 3, Owner: "dead", Slug: "y", Locks: []string{"gpu.lock"}}) // not held: gone
+	write(3, ticketRecord{PID: 3, Owner: "dead", Slug: "y", Locks: []string{"gpu.lock"}, Whole: true}) // not held: gone
 	before := time.Now()
-	a, ok := backfillAhead(q, 4, o)
+	a, ok := backfillAhead(q, 4, o, minJoinSlack)
 	if !ok || a.Owner != "reels" || a.Slug != "render" || a.Whole || a.MiB != 9216 || a.Waiters != 2 {
 		t.Fatalf("backfillAhead = %+v, %v", a, ok)
 	}
-	if min := before.Add(o.HoldLimit + releaseMargin + joinSlack); a.Ends.Before(min) {
+	if min := before.Add(o.HoldLimit + releaseMargin + minJoinSlack); a.Ends.Before(min) {
 		t.Errorf("Ends %v, before %v", a.Ends, min)
 	}
-	if _, ok := backfillAhead(q, 1, o); ok {
+	if _, ok := backfillAhead(q, 1, o, minJoinSlack); ok {
 		t.Error("the head itself has nobody to pass")
 	}
+	// A ticket that says neither share nor whole (an older gpuexec's):
+	// its need is unknown.
+	qOld := newQueue(filepath.Join(dir, "old.lock"), []string{filepath.Join(dir, "old.lock")})
+	b, _ := json.Marshal(ticketRecord{PID: 1, Owner: "old", Slug: "s", Locks: []string{"old.lock"}})
+	if err := os.WriteFile(ticketPath(qOld.path, 1), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fOld, err := os.OpenFile(ticketPath(qOld.path, 1), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fOld.Close()
+	if err := lockNew(fOld, "ticket"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := backfillAhead(qOld, 2, o, minJoinSlack); ok {
+		t.Error("passed a waiter whose ticket says nothing of its need")
+	}
 	// A waiter for a device set ahead: its start cannot be worked out.
-	write(5, ticketRecord{PID: 5, Owner: "set", Slug: "z", Locks: []string{"gpu0.lock", "gpu1.lock"}})
+	write(5, ticketRecord{PID: 5, Owner: "set", Slug: "z", Locks: []string{"gpu0.lock", "gpu1.lock"}, Whole: true})
 	hold(5)
-	if _, ok := backfillAhead(q, 6, o); ok {
+	if _, ok := backfillAhead(q, 6, o, minJoinSlack); ok {
 		t.Error("passed a device set's waiter")
 	}
 	// A sharer's ticket without a budget.
@@ -130,13 +148,13 @@ func TestBackfillAhead(t *testing.T) {
 		}
 	}
 	write2(1, ticketRecord{PID: 1, Owner: "o", Slug: "s", Locks: []string{"b.lock"}, Share: true})
-	if _, ok := backfillAhead(q2, 2, o); ok {
+	if _, ok := backfillAhead(q2, 2, o, minJoinSlack); ok {
 		t.Error("passed a sharer whose ticket names no budget")
 	}
 	// More than maxBackfillPass waiters ahead.
 	q3 := newQueue(filepath.Join(dir, "c.lock"), []string{filepath.Join(dir, "c.lock")})
 	for i := uint64(1); i <= maxBackfillPass+1; i++ {
-		b, _ := json.Marshal(ticketRecord{PID: int(i), Owner: "o", Slug: "s", Locks: []string{"c.lock"}})
+		b, _ := json.Marshal(ticketRecord{PID: int(i), Owner: "o", Slug: "s", Locks: []string{"c.lock"}, Whole: true})
 		p := ticketPath(q3.path, i)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -150,10 +168,10 @@ func TestBackfillAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := backfillAhead(q3, maxBackfillPass+2, o); ok {
+	if _, ok := backfillAhead(q3, maxBackfillPass+2, o, minJoinSlack); ok {
 		t.Errorf("passed more than %d waiters", maxBackfillPass)
 	}
-	if _, ok := backfillAhead(q3, maxBackfillPass+1, o); !ok {
+	if _, ok := backfillAhead(q3, maxBackfillPass+1, o, minJoinSlack); !ok {
 		t.Errorf("did not pass %d waiters", maxBackfillPass)
 	}
 }

@@ -353,6 +353,11 @@ type Options struct {
 	// before it is joined. Nil admits every candidate (the budgets are
 	// then recorded, not checked).
 	AdmitShare func(ctx context.Context, devices []Candidate) (ok []bool, why string)
+	// ShareReserve is, for a sharer, the memory (MiB) its AdmitShare
+	// keeps free on a device beside the budgets (0: its default). It is
+	// written in its queue ticket, so that a sharer behind that would
+	// start ahead of it works out its start as it will (Ahead.Reserve).
+	ShareReserve int64
 	// Backfill lets a sharer (ShareMiB, AdmitShare) with a HoldLimit
 	// join a shared lock ahead of the waiters before it, when every one
 	// of them waits for that one lock: AdmitShare is then asked with

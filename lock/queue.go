@@ -48,11 +48,15 @@ type ticketRecord struct {
 	// only those they compete with (see queue.rival).
 	Locks []string `json:"locks,omitempty"`
 	// Share says the waiter will share its device (Options.ShareMiB),
-	// with a budget of VRAMMiB; a waiter that does not takes its device
-	// alone. A sharer behind reads them to know when this waiter could
-	// start (see backfillAhead).
-	Share   bool  `json:"share,omitempty"`
-	VRAMMiB int64 `json:"vramMiB,omitempty"`
+	// with a budget of VRAMMiB and keeping ReserveMiB of it free
+	// (Options.ShareReserve; 0: its default); Whole that it takes its
+	// device alone. A sharer behind reads them to know when this waiter
+	// could start (see backfillAhead); a ticket with neither (an older
+	// gpuexec's) says nothing of its need.
+	Share      bool  `json:"share,omitempty"`
+	Whole      bool  `json:"whole,omitempty"`
+	VRAMMiB    int64 `json:"vramMiB,omitempty"`
+	ReserveMiB int64 `json:"reserveMiB,omitempty"`
 }
 
 // maxTicketSize bounds what is read of a ticket; a real one is a few
@@ -268,7 +272,8 @@ func takeTicket(g *guard, o Options, q *queue) (*ticket, error) {
 		b, _ := json.Marshal(ticketRecord{
 			PID: os.Getpid(), PIDStart: selfStart, Owner: o.Owner, Slug: o.Slug, Host: proc.HostName(),
 			Since: time.Now().UTC().Format(isoMillis), Locks: q.names,
-			Share: o.ShareMiB > 0, VRAMMiB: max(o.ShareMiB, 0),
+			Share: o.ShareMiB > 0, Whole: o.ShareMiB <= 0, VRAMMiB: max(o.ShareMiB, 0),
+			ReserveMiB: max(o.ShareReserve, 0),
 		})
 		_, err = f.Write(b)
 	}

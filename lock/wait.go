@@ -55,6 +55,12 @@ type waitState struct {
 	// AdmitShare let it pass, for the next try only.
 	ahead         *Ahead
 	admittedAhead *Ahead
+	// admittedSet names, per lock, the sharers AdmitShare was told of
+	// (see sharerSet); askTook is how long its last answer took, and
+	// asks when the last few asks began (see askWait).
+	admittedSet []string
+	askTook     time.Duration
+	asks        []time.Time
 	// canBackfill says the last try found this waiter, behind the head,
 	// one that may start ahead of it (Options.Backfill) on a lock that is
 	// shared: it then tries again each admitEvery.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -131,8 +132,13 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	if m.Free < g.need {
 		return false, fmt.Sprintf("%s shared on GPU %d: %s free", g.need, d.Index, m.Free)
 	}
-	if ahead != nil && !ahead.Passes(time.Now(), int64(sh.room()), sharers) {
-		return false, fmt.Sprintf("%s shared on GPU %d ahead of the queue: would not end before its head can start", g.need, d.Index)
+	if ahead != nil {
+		// The head's room is reckoned with its own reserve, not this
+		// one's.
+		headRoom := sh.room() + sh.reserve - reserveOf(gpu.MiB(ahead.Reserve), m.Total)
+		if !ahead.Passes(time.Now(), int64(headRoom), sharers) {
+			return false, fmt.Sprintf("%s shared on GPU %d ahead of the queue: would not end before its head can start", g.need, d.Index)
+		}
 	}
 	return true, ""
 }
@@ -289,8 +295,11 @@ func ShareRoom(d gpu.Device, sharers []lock.Sharer, ps []gpu.Process, reserve gp
 // is promised: 0, no deadline. Sharers that backfill count on the
 // deadlines of those on the card (see lock.Ahead).
 func holdLimit(cfg Config) time.Duration {
-	if cfg.Timeout <= 0 || cfg.KillAfter == Forever || cfg.KillAfter < 0 {
+	switch {
+	case cfg.Timeout <= 0 || cfg.KillAfter == Forever || cfg.KillAfter < 0:
 		return 0
+	case cfg.KillAfter > math.MaxInt64-cfg.Timeout:
+		return math.MaxInt64 // as long as a duration goes
 	}
 	return cfg.Timeout + cfg.KillAfter
 }

@@ -93,11 +93,15 @@ func Run(ctx context.Context, cfg Config) int {
 		switch {
 		case cfg.Share:
 			cfg.Lock.ShareMiB = int64(cfg.VRAM)
+			cfg.Lock.ShareReserve = int64(max(cfg.Reserve, 0))
 			cfg.Lock.AdmitShare = newGate(cfg).admitShared
 			// A sharer whose job is stopped by a known time may
 			// start ahead of the queue when it ends before the head
 			// could start (see docs/gpu.md, "Backfill").
-			cfg.Lock.Backfill = cfg.Lock.HoldLimit > 0
+			// (Not when the caller set a HoldLimit shorter than what
+			// is enforced: the sidecar's deadline would be a lie.)
+			hl := holdLimit(cfg)
+			cfg.Lock.Backfill = hl > 0 && cfg.Lock.HoldLimit >= hl
 		case cfg.VRAM > 0:
 			cfg.Lock.Admit = newGate(cfg).admit
 		}

@@ -3,12 +3,14 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/lock"
@@ -306,5 +308,21 @@ func TestGateReadsAgainWhenMemoryWasFreed(t *testing.T) {
 				t.Errorf("%d readings, want 4", src.calls)
 			}
 		})
+	}
+}
+
+func TestHoldLimit(t *testing.T) {
+	for _, c := range []struct {
+		timeout, killAfter, want time.Duration
+	}{
+		{0, 10 * time.Second, 0},
+		{time.Minute, 10 * time.Second, time.Minute + 10*time.Second},
+		{time.Minute, 0, time.Minute},
+		{time.Minute, Forever, 0},
+		{math.MaxInt64 - time.Hour, 2 * time.Hour, math.MaxInt64},
+	} {
+		if got := holdLimit(Config{Timeout: c.timeout, KillAfter: c.killAfter}); got != c.want {
+			t.Errorf("holdLimit(timeout %s, kill-after %s) = %s, want %s", c.timeout, c.killAfter, got, c.want)
+		}
 	}
 }
