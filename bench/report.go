@@ -372,7 +372,7 @@ func (b *bench) binaryNote() string {
 	if b.gpuexec.rev != "" {
 		g += " at " + b.gpuexec.rev
 	}
-	if cfg.tags != "" || cfg.ldflags != "" {
+	if b.gpuexec.built && (cfg.tags != "" || cfg.ldflags != "") {
 		g += fmt.Sprintf(" (-tags %q -ldflags %q)", cfg.tags, cfg.ldflags)
 	}
 	return g + "."
