@@ -147,8 +147,9 @@ type dayFigures struct {
 	util           float64                 // memory-time utilisation, 0..1
 	waits          map[int][]time.Duration // by class, sorted
 	minWait        time.Duration
-	over, multi, n int   // samples over usable, with more than one job, in all
-	peak           int64 // the largest sum seen, MiB
+	startGap       time.Duration // median time between two consecutive starts
+	over, multi, n int           // samples over usable, with more than one job, in all
+	peak           int64         // the largest sum seen, MiB
 	failed         []string
 	sampleSpan     time.Duration // first to last sample
 }
@@ -236,6 +237,18 @@ func figures(jobs []dayJob, res []jobResult, samples []sample, usableMiB int64) 
 	for c := range f.waits {
 		slices.Sort(f.waits[c])
 	}
+	var starts []int64
+	for _, r := range res {
+		if r.exit == 0 && r.start != 0 {
+			starts = append(starts, r.start)
+		}
+	}
+	slices.Sort(starts)
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, time.Duration(starts[i]-starts[i-1]))
+	}
+	f.startGap = pct(sorted(gaps), 0.5)
 	if last > first {
 		f.makespan = time.Duration(last - first)
 		f.util = utilisation(samples, first, last, usableMiB)

@@ -188,6 +188,10 @@ func TestFigures(t *testing.T) {
 	if f.minWait != time.Second {
 		t.Errorf("shortest wait %v, want 1s", f.minWait)
 	}
+	// Starts at 11, 12, 13 s (the failed job's left out): gaps 1 s, 1 s.
+	if f.startGap != time.Second {
+		t.Errorf("start-to-start p50 %v, want 1s", f.startGap)
+	}
 	if !slices.Equal(f.failed, []string{"image-01 exited 124"}) {
 		t.Errorf("failed %q, want the image job", f.failed)
 	}

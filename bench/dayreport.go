@@ -26,7 +26,7 @@ func (b *bench) dayReport(w io.Writer) {
 	for _, c := range dayClasses {
 		head = append(head, c.name+" wait p50 / max, s")
 	}
-	head = append(head, "shortest wait, s", "samples over usable (peak MiB)", "samples with > 1 job", "jobs exit 0")
+	head = append(head, "shortest wait, s", "start to next start p50, s", "samples over usable (peak MiB)", "samples with > 1 job", "jobs exit 0")
 	fmt.Fprintf(w, "| %s |\n", strings.Join(head, " | "))
 	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(head)))
 	for _, r := range b.dayRuns {
@@ -54,7 +54,7 @@ func (b *bench) dayReport(w io.Writer) {
 				}
 				cells = append(cells, secs(pct(ws, 0.5))+" / "+secs(ws[len(ws)-1]))
 			}
-			cells = append(cells, secs(max(f.minWait, 0)))
+			cells = append(cells, secs(max(f.minWait, 0)), secs(f.startGap))
 			over := fmt.Sprintf("%d of %d (%d)", f.over, f.n, f.peak)
 			if f.over > 0 {
 				over = "**" + over + "**"
@@ -106,7 +106,7 @@ func (b *bench) dayNotes(jobs []dayJob) []string {
 			order = append(order, jobs[a.job].name)
 		}
 	}
-	notes = append(notes, fmt.Sprintf("(i) arrivals, seed %d (-day-seed): fixed shuffled order, a seeded permutation, one job every %s (-day-gap): %s; random arrivals: each job's drawn uniformly from [0, lower bound ÷ 2) = [0, %s s), the first moved to 0. Arrival = when the bench starts the job's wrapper; wait = the job's own start (noted first thing in the job) − its arrival, so it includes the wrapper's and the job's start-up; shortest wait: the least over all jobs (a start with no one in the way).",
+	notes = append(notes, fmt.Sprintf("(i) arrivals, seed %d (-day-seed): fixed shuffled order, a seeded permutation, one job every %s (-day-gap): %s; random arrivals: each job's drawn uniformly from [0, lower bound ÷ 2) = [0, %s s), the first moved to 0. Arrival = when the bench starts the job's wrapper; wait = the job's own start (noted first thing in the job) − its arrival, so it includes the wrapper's and the job's start-up; shortest wait: the least over all jobs (a start with no one in the way); start to next start: the median time between two consecutive job starts (a queue's pace).",
 		cfg.daySeed, cfg.dayGap, strings.Join(order, " "), secs(b.dayLB/2)))
 	notes = append(notes, fmt.Sprintf("(i) policies, one after another, each on a fresh lock folder and card: flock(1): `flock L JOB`; gpuexec whole card: `gpuexec --lock L --owner bench --slug CLASS-N --nvidia-smi FAKE -- JOB`; gpuexec --share --vram: the same with `--share --vram SIZE` (the class's peak: 2G, 6G, 9G); share + timeout (backfill): also `--timeout T --kill-after %s` (T = the job's duration × %g; -day-timeout-factor, -day-kill-after): the policy that backfills once gpuexec does; on a binary without backfill it is the share policy with --timeout. Every job must exit 0; a deferred, timed-out or failed job is shown and makes the bench fail.",
 		cfg.dayKillAfter, cfg.dayTimeoutFactor))
