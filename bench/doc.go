@@ -14,8 +14,8 @@
 // the default GPU lock is never touched. Progress goes to stderr, the table to
 // stdout.
 //
-// Measurements (-only picks a subset of a-h, e.g. -only a,b,f; all by
-// default):
+// Measurements (-only picks a subset of a-i, e.g. -only a,b,f; a-h by
+// default, i only when named):
 //
 //	a  wrapper overhead: `gpuexec --lock L -- true` against `flock L true`
 //	   (and the seed's run mode holding 0 ms), uncontended, -runs runs each,
@@ -67,6 +67,38 @@
 //	   with SIGTERM instead (at its 20 s poll they would drain one poll
 //	   each), and the seed is skipped above 10 waiters (each a polling
 //	   node process).
+//	i  a day of jobs on a fake 24 GiB card (issue #28): the seed's mix, 20
+//	   TTS jobs of 2 GiB x 30 s, 10 image jobs of 6 GiB x 60 s and 4
+//	   renders of 9 GiB x 180 s, times divided by -day-scale (100: 0.3 s,
+//	   0.6 s, 1.8 s). Each job is this program re-executed
+//	   (BENCH_ROLE=gpujob): it notes its start, registers the memory it
+//	   uses under its pid in a registry folder (atomically: a temporary
+//	   file renamed), growing linearly from 0 to its peak over the first
+//	   tenth of its run, holds the peak, notes its end, unregisters and
+//	   exits 0. The card is a fake nvidia-smi: this program again, started
+//	   through a link named nvidia-smi (given to gpuexec with
+//	   --nvidia-smi), answering gpuexec's two queries in a real driver's
+//	   shape for one RTX 4090 (24564 MiB, 342 MiB reserved, MIG Disabled)
+//	   whose used memory is what the registry's live pids use; `gpuexec
+//	   status` must show it before anything runs. Arrivals, both in one
+//	   run (-day-arrivals): a seeded shuffled order, one job every -day-gap
+//	   (20ms); and random arrivals, uniform over the first half of the
+//	   lower bound (-day-seed, default 1). Policies, one after another,
+//	   each on a fresh lock folder and card (-day-policies): flock(1)
+//	   (`flock L JOB`), gpuexec whole card (`gpuexec --lock L --owner
+//	   bench --slug CLASS-N --nvidia-smi FAKE -- JOB`), gpuexec --share
+//	   --vram SIZE (the class's peak), and share + timeout (backfill):
+//	   also --timeout (the job's duration x -day-timeout-factor, 1.2) and
+//	   --kill-after -day-kill-after (50ms). Every job must exit 0. A
+//	   sampler reads the registry every -day-sample (5ms). Per policy and
+//	   arrivals: makespan (first arrival to last end), its ratio to the
+//	   lower bound max(sum of peak x duration / usable, longest job), with
+//	   usable = total - reserved, memory-time utilisation, each class's
+//	   wait (its start minus its arrival) p50 and max, the shortest wait,
+//	   samples whose sum exceeds usable (must be 0) with the peak sum, and
+//	   for flock(1) and whole card samples with more than one job (must
+//	   be 0). -day-chart FILE writes an SVG bar chart of the makespans,
+//	   the lower bound as a dashed line. About 2 minutes at -day-scale 100.
 //
 // The seed polls: its handoff gap scales with its poll interval (20 s in the
 // article). It runs with SEEDLOCK_POLL_MS = -seed-poll (default 20 s, the

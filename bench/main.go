@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,6 +27,9 @@ import (
 const modulePath = "github.com/gpuexec/gpuexec"
 
 func main() {
+	if isFakeSMI() {
+		os.Exit(fakeSMI(os.Args[1:]))
+	}
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(runRole(role, os.Args[1:]))
 	}
@@ -42,6 +46,14 @@ type config struct {
 	gpuexec, tags, ldflags, root                      string
 	keep                                              bool
 	args                                              []string
+
+	// (i)
+	dayScale, dayTimeoutFactor      float64
+	dayGap, dayKillAfter, daySample time.Duration
+	daySeed                         uint64
+	dayChart                        string
+	dayPolicies                     map[dayPolicy]bool
+	dayVariants                     map[int]bool
 }
 
 const usageHead = `usage: go run ./bench [flags]
@@ -56,6 +68,10 @@ side, and prints a Markdown table (stdout; progress on stderr):
   f  FIFO: is the arrival order of queued waiters kept?
   g  handoff gap along a chain of waiters queued at once behind a holder
   h  CPU used by 1, 10 and 100 queued waiters together over -wait-cpu
+  i  a day of 34 jobs on a fake 24 GiB card: makespan, utilisation, waits
+     and over-commit under flock(1), gpuexec whole card, --share --vram and
+     --share --vram --timeout (only when named: -only i; about 2 minutes
+     at -day-scale 100)
 gpuexec is built from the module root (go build .) unless -gpuexec is given.
 The seed polls: its handoff gap scales with its poll, set by -seed-poll (d)
 and -seed-handoff-poll (b, f, g).
@@ -86,7 +102,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cpuWaiters, "cpu-waiters", "1,10,100", "(h) numbers of queued waiters whose CPU is measured, comma-separated")
 	fs.DurationVar(&c.seedPoll, "seed-poll", 20*time.Second, "(d) the seed's poll, SEEDLOCK_POLL_MS (the seed's own is 20s)")
 	fs.DurationVar(&c.seedHandoffPoll, "seed-handoff-poll", 500*time.Millisecond, "(b, f, g) the seed's poll; a poller's handoff gap scales with it")
-	fs.StringVar(&only, "only", "", "run only these measurements, comma-separated: a,b,c,d,e,f,g,h (c counts overlaps in b and f; without f it runs b)")
+	fs.StringVar(&only, "only", "", "run only these measurements, comma-separated: a,b,c,d,e,f,g,h,i (c counts overlaps in b and f; without f it runs b); default a-h (i only when named)")
+	var dayPolicies, dayVariants string
+	var daySeed int64
+	fs.Float64Var(&c.dayScale, "day-scale", 100, "(i) divide the jobs' durations (30s, 60s, 180s) by this")
+	fs.DurationVar(&c.dayGap, "day-gap", 20*time.Millisecond, "(i) time between two arrivals in the fixed shuffled order")
+	fs.Int64Var(&daySeed, "day-seed", 1, "(i) seed of the shuffled order and of the random arrivals")
+	fs.Float64Var(&c.dayTimeoutFactor, "day-timeout-factor", 1.2, "(i) --timeout of the share + timeout policy: the job's scaled duration times this")
+	fs.DurationVar(&c.dayKillAfter, "day-kill-after", 50*time.Millisecond, "(i) --kill-after of the share + timeout policy")
+	fs.DurationVar(&c.daySample, "day-sample", 5*time.Millisecond, "(i) how often the sampler reads the jobs' registry")
+	fs.StringVar(&c.dayChart, "day-chart", "", "(i) write an SVG bar chart of the makespans to `FILE`")
+	fs.StringVar(&dayPolicies, "day-policies", "flock,whole,share,timeout", "(i) policies run, comma-separated: flock,whole,share,timeout")
+	fs.StringVar(&dayVariants, "day-arrivals", "fixed,random", "(i) variants of arrivals run, comma-separated: fixed,random")
 	fs.StringVar(&c.gpuexec, "gpuexec", "", "measure this gpuexec `binary` instead of building one")
 	fs.StringVar(&c.tags, "tags", "urfave_cli_no_docs", "build gpuexec with go build -tags `TAGS` (default: the release build of README)")
 	fs.StringVar(&c.ldflags, "ldflags", "-s -w", "build gpuexec with go build -ldflags `FLAGS` (default: the release build of README)")
@@ -128,14 +155,41 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			c.cpuWaiters = append(c.cpuWaiters, n)
 		}
 	}
+	switch {
+	case c.dayScale <= 0 || math.IsInf(c.dayScale, 0) || math.IsNaN(c.dayScale):
+		return nil, errors.New("-day-scale must be positive")
+	case c.dayGap < 0, c.dayKillAfter < 0, c.daySample <= 0:
+		return nil, errors.New("-day-gap and -day-kill-after must not be negative, -day-sample must be positive")
+	case c.dayTimeoutFactor <= 0:
+		return nil, errors.New("-day-timeout-factor must be positive")
+	case daySeed < 0:
+		return nil, errors.New("-day-seed must not be negative")
+	}
+	c.daySeed = uint64(daySeed)
+	c.dayPolicies = map[dayPolicy]bool{}
+	for _, s := range strings.Split(dayPolicies, ",") {
+		i := slices.IndexFunc(dayPolicyNames, func(n struct{ flag, name string }) bool { return n.flag == strings.TrimSpace(s) })
+		if i < 0 {
+			return nil, fmt.Errorf("-day-policies: %q is not one of flock,whole,share,timeout", s)
+		}
+		c.dayPolicies[dayPolicy(i)] = true
+	}
+	c.dayVariants = map[int]bool{}
+	for _, s := range strings.Split(dayVariants, ",") {
+		i := slices.IndexFunc(dayVariantNames, func(n struct{ flag, name string }) bool { return n.flag == strings.TrimSpace(s) })
+		if i < 0 {
+			return nil, fmt.Errorf("-day-arrivals: %q is not one of fixed,random", s)
+		}
+		c.dayVariants[i] = true
+	}
 	c.sel = map[byte]bool{}
 	if only == "" {
 		only = "a,b,c,d,e,f,g,h"
 	}
 	for _, s := range strings.Split(only, ",") {
 		s = strings.TrimSpace(s)
-		if len(s) != 1 || s[0] < 'a' || s[0] > 'h' {
-			return nil, fmt.Errorf("-only: %q is not one of a,b,c,d,e,f,g,h", s)
+		if len(s) != 1 || s[0] < 'a' || s[0] > 'i' {
+			return nil, fmt.Errorf("-only: %q is not one of a,b,c,d,e,f,g,h,i", s)
 		}
 		c.sel[s[0]] = true
 	}
@@ -164,6 +218,13 @@ type bench struct {
 	load        string          // the 1-minute load average at start
 	gpuexec     gpuexecInfo
 	failed      bool
+
+	// (i)
+	dayLoad     string // the 1-minute load average at its start
+	dayLB       time.Duration
+	dayArrivals [][]arrival // by variant
+	dayRuns     []*dayRun
+	dayErr      string // why it was not measured at all
 }
 
 type gpuexecInfo struct {
@@ -235,6 +296,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if sel['h'] {
 		b.queuedCPU(ctx)
+	}
+	if sel['i'] {
+		b.day(ctx)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "bench: interrupted")

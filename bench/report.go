@@ -332,6 +332,16 @@ func (b *bench) queuedCPURows() []row {
 func (b *bench) report(w io.Writer) {
 	fmt.Fprintln(w, b.machineLine())
 	fmt.Fprintln(w)
+	if slices.ContainsFunc([]byte("abcdefgh"), func(m byte) bool { return b.cfg.sel[m] }) {
+		b.reportAH(w)
+	}
+	if b.cfg.sel['i'] {
+		b.dayReport(w)
+	}
+}
+
+// reportAH prints the table and notes of a to h.
+func (b *bench) reportAH(w io.Writer) {
 	head := []string{"measurement"}
 	for _, c := range b.cs {
 		head = append(head, c.name)
@@ -347,6 +357,25 @@ func (b *bench) report(w io.Writer) {
 	for _, n := range b.notes() {
 		fmt.Fprintln(w, "- "+n)
 	}
+	fmt.Fprintln(w)
+}
+
+// binaryNote describes the gpuexec binary measured.
+func (b *bench) binaryNote() string {
+	cfg := b.cfg
+	g := fmt.Sprintf("binary %s", mb(b.gpuexec.size/1024))
+	if b.gpuexec.built {
+		g += ", built from this checkout"
+	} else {
+		g += ", " + b.cs[0].bin
+	}
+	if b.gpuexec.rev != "" {
+		g += " at " + b.gpuexec.rev
+	}
+	if b.gpuexec.built && (cfg.tags != "" || cfg.ldflags != "") {
+		g += fmt.Sprintf(" (-tags %q -ldflags %q)", cfg.tags, cfg.ldflags)
+	}
+	return g + "."
 }
 
 func orDash(s string) string {
@@ -358,21 +387,7 @@ func orDash(s string) string {
 
 func (b *bench) notes() []string {
 	cfg, sel := b.cfg, b.cfg.sel
-	gx := b.cs[0]
-	var notes []string
-	g := fmt.Sprintf("gpuexec: `--poll 20s`, other flags default; binary %s", mb(b.gpuexec.size/1024))
-	if b.gpuexec.built {
-		g += ", built from this checkout"
-	} else {
-		g += ", " + gx.bin
-	}
-	if b.gpuexec.rev != "" {
-		g += " at " + b.gpuexec.rev
-	}
-	if cfg.tags != "" || cfg.ldflags != "" {
-		g += fmt.Sprintf(" (-tags %q -ldflags %q)", cfg.tags, cfg.ldflags)
-	}
-	notes = append(notes, g+".")
+	notes := []string{"gpuexec: `--poll 20s`, other flags default; " + b.binaryNote()}
 	if b.cs[2].missing == "" {
 		var used []string
 		if sel['b'] || sel['f'] {

@@ -14,7 +14,8 @@ import (
 )
 
 // roleEnv makes this program play a part in a measurement instead of
-// running the benchmark: critical, hold or loop.
+// running the benchmark: critical, hold, loop or gpujob. (As the fake
+// nvidia-smi of (i) it is started through a link named nvidia-smi.)
 const roleEnv = "BENCH_ROLE"
 
 // Environment of the critical role.
@@ -32,6 +33,8 @@ func runRole(role string, args []string) int {
 		return hold()
 	case "loop":
 		return loop(args)
+	case "gpujob":
+		return gpujob()
 	}
 	fmt.Fprintf(os.Stderr, "bench: unknown %s %q\n", roleEnv, role)
 	return 2
