@@ -45,6 +45,7 @@ type wireSharer struct {
 	UsedMiB      int64  `json:"usedMiB,omitempty"`
 	Over         bool   `json:"over,omitempty"`
 	Lock         string `json:"lock,omitempty"`
+	Deadline     string `json:"deadline,omitempty"`
 	Unattributed string `json:"unattributed,omitempty"`
 	// Unopened was added after protocol 3 was set down, as were
 	// wireStatus's Orphan and OrphanGroup and wireReport's Beside: an
@@ -117,13 +118,13 @@ func (w *wireInfo) lock() *lock.Info {
 func toWireSharer(s lock.Sharer) wireSharer {
 	return wireSharer{PID: s.PID, Owner: s.Owner, Slug: s.Slug, Host: s.Host, PIDStart: s.PIDStart,
 		ChildPGID: s.ChildPGID, ChildStart: s.ChildStart, Gone: s.Gone, MiB: s.MiB, Since: s.Since,
-		UsedMiB: s.UsedMiB, Over: s.Over, Lock: s.Lock, Unattributed: s.Unattributed, Unopened: s.Unopened}
+		UsedMiB: s.UsedMiB, Over: s.Over, Lock: s.Lock, Deadline: s.Deadline, Unattributed: s.Unattributed, Unopened: s.Unopened}
 }
 
 func (w wireSharer) lock() lock.Sharer {
 	return lock.Sharer{PID: w.PID, Owner: w.Owner, Slug: w.Slug, Host: w.Host, PIDStart: w.PIDStart,
 		ChildPGID: w.ChildPGID, ChildStart: w.ChildStart, Gone: w.Gone, MiB: w.MiB, Since: w.Since,
-		UsedMiB: w.UsedMiB, Over: w.Over, Lock: w.Lock, Unattributed: w.Unattributed, Unopened: w.Unopened}
+		UsedMiB: w.UsedMiB, Over: w.Over, Lock: w.Lock, Deadline: w.Deadline, Unattributed: w.Unattributed, Unopened: w.Unopened}
 }
 
 func toWireStatus(s *lock.Status) *wireStatus {
