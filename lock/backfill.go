@@ -105,22 +105,21 @@ func (a *Ahead) HeadStart(now time.Time, room int64, sharers []Sharer) (at time.
 }
 
 // Passes reports whether a sharer whose job ends by a.Ends may start now
-// without delaying the head, room MiB being free to share beside the
-// sharers' budgets once it has started... before it does: room is what is
-// free to share now, the caller's own budget not taken from it.
+// without delaying the head: whether it ends by HeadStart's time, room
+// being what is free to share now, before the caller's own budget is
+// taken from it.
 func (a *Ahead) Passes(now time.Time, room int64, sharers []Sharer) bool {
 	at, ok := a.HeadStart(now, room, sharers)
 	return ok && !a.Ends.After(at)
 }
 
 // DeadlineTime parses the sharer's Deadline; the zero time when it has
-// none.
+// none (or one no sidecar may hold: see validTime).
 func (s Sharer) DeadlineTime() time.Time {
 	if !validTime(s.Deadline) {
 		return time.Time{}
 	}
-	t, _ := time.Parse(time.RFC3339Nano, s.Deadline)
-	return t
+	return parseStamp(s.Deadline)
 }
 
 // backfillAhead is the Ahead of a waiter for one shared lock, under the

@@ -48,17 +48,15 @@ func (i *Info) Holder() string {
 
 // Acquired parses AcquiredAt. The zero time is returned when it is not a
 // valid timestamp.
-func (i *Info) Acquired() time.Time {
-	t, err := time.Parse(time.RFC3339Nano, i.AcquiredAt)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
+func (i *Info) Acquired() time.Time { return parseStamp(i.AcquiredAt) }
 
 // DeadlineTime parses Deadline; the zero time when there is none.
-func (i *Info) DeadlineTime() time.Time {
-	t, err := time.Parse(time.RFC3339Nano, i.Deadline)
+func (i *Info) DeadlineTime() time.Time { return parseStamp(i.Deadline) }
+
+// parseStamp parses a time as records, sidecars and tickets hold them
+// (RFC 3339); the zero time when s is none.
+func parseStamp(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}
 	}

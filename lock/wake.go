@@ -8,8 +8,8 @@ import (
 // waker turns changes in the lock's folder into wake-ups for a waiter: one
 // of the lock files or their liveness files removed or renamed away
 // (released, cleared, a job whose record was cleared ending), or a
-// sharer's sidecar (it left), for the head of the queue; a ticket removed (a waiter served or gone), for the
-// waiters behind it. Everything else in the folder (records written,
+// sharer's sidecar (it left), for the head of the queue; a ticket removed
+// (a waiter served or gone), for the waiters behind it. Everything else in the folder (records written,
 // tickets taken or touched, liveness files) wakes nobody. Where the folder
 // cannot be watched (no inotify instance left, some network filesystems)
 // the waker is nil and the waiter polls. The folder is watched by

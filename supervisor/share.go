@@ -135,8 +135,9 @@ func (g *gate) fits(d gpu.Device, found bool, name string, sharers []lock.Sharer
 	if ahead != nil {
 		// The head's room is reckoned with its own reserve, not this
 		// one's.
-		headRoom := sh.room() + sh.reserve - reserveOf(gpu.MiB(ahead.Reserve), m.Total)
-		if !ahead.Passes(time.Now(), int64(headRoom), sharers) {
+		head := sh
+		head.reserve = reserveOf(gpu.MiB(ahead.Reserve), m.Total)
+		if !ahead.Passes(time.Now(), int64(head.room()), sharers) {
 			return false, fmt.Sprintf("%s shared on GPU %d ahead of the queue: would not end before its head can start", g.need, d.Index)
 		}
 	}

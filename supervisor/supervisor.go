@@ -63,8 +63,9 @@ func Run(ctx context.Context, cfg Config) int {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	log := cfg.Logger
+	enforced := holdLimit(cfg) // what the job's timeout and kill-after enforce
 	if cfg.Lock.HoldLimit == 0 {
-		cfg.Lock.HoldLimit = holdLimit(cfg)
+		cfg.Lock.HoldLimit = enforced
 	}
 	if err := cfg.Validate(); err != nil {
 		log.Error(err.Error())
@@ -100,8 +101,7 @@ func Run(ctx context.Context, cfg Config) int {
 			// could start (see docs/gpu.md, "Backfill").
 			// (Not when the caller set a HoldLimit shorter than what
 			// is enforced: the sidecar's deadline would be a lie.)
-			hl := holdLimit(cfg)
-			cfg.Lock.Backfill = hl > 0 && cfg.Lock.HoldLimit >= hl
+			cfg.Lock.Backfill = enforced > 0 && cfg.Lock.HoldLimit >= enforced
 		case cfg.VRAM > 0:
 			cfg.Lock.Admit = newGate(cfg).admit
 		}

@@ -292,12 +292,15 @@ func heading(st *lock.Status) string {
 	}
 	if st.Info != nil {
 		if t := st.Info.Acquired(); !t.IsZero() {
-			b.WriteString(" since " + t.Local().Format("2006-01-02 15:04:05"))
+			b.WriteString(" since " + t.Local().Format(stampLayout))
 		}
 	}
 	fmt.Fprintf(&b, ", heartbeat %s ago", st.HeartbeatAge.Round(time.Second))
 	return b.String()
 }
+
+// stampLayout is how status writes a holder's and a sharer's times.
+const stampLayout = "2006-01-02 15:04:05"
 
 // writeSharers adds, for a lock held in shared mode, the budgets line and
 // a line per sharer: "  shared: 20.0 GiB of budgets by 2 jobs" then
@@ -323,7 +326,7 @@ func writeSharers(b *strings.Builder, st *lock.Status) {
 			fmt.Fprintf(b, ", using %s", gpu.MiB(sh.UsedMiB))
 		}
 		if d := sh.DeadlineTime(); !d.IsZero() {
-			fmt.Fprintf(b, ", stopped by %s", d.Local().Format("2006-01-02 15:04:05"))
+			fmt.Fprintf(b, ", stopped by %s", d.Local().Format(stampLayout))
 		}
 		if sh.Over {
 			b.WriteString(": OVER BUDGET")
