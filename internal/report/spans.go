@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -32,7 +33,7 @@ func cut(from *time.Time, to, since, until time.Time) (span, bool) {
 // union is the union of spans, as disjoint spans in order, in spans' own
 // memory (spans is reordered and overwritten).
 func union(spans []span) []span {
-	slices.SortFunc(spans, func(a, b span) int { return cmpDuration(a.from, b.from) })
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 	out := spans[:0]
 	for _, s := range spans {
 		if s.to <= s.from {
@@ -47,16 +48,6 @@ func union(spans []span) []span {
 		out = append(out, s)
 	}
 	return out
-}
-
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // minus is a less b, both disjoint and in order (as union returns them).
