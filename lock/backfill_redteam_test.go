@@ -4,7 +4,6 @@ package lock
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -147,20 +146,8 @@ func TestRedteamBackfillJoinsOnAStaleAnswerWhenTheSumIsUnchanged(t *testing.T) {
 func TestRedteamBackfillTakesAnOlderSharersTicketForAWholeCardOne(t *testing.T) {
 	dir := t.TempDir()
 	lockPath := filepath.Join(dir, "gpu.lock")
-	// As fdfd6aa^ wrote a sharer's ticket.
-	b, _ := json.Marshal(map[string]any{"pid": 1, "owner": "reels", "slug": "render", "since": "2026-12-03T12:00:00.000Z", "locks": []string{"gpu.lock"}})
-	p := ticketPath(lockPath, 1)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := lockNew(f, "ticket"); err != nil {
-		t.Fatal(err)
-	}
+	// As fdfd6aa^ wrote a sharer's ticket: no share, whole, vramMiB.
+	ticketAt(t, lockPath, 1, ticketRecord{PID: 1, Owner: "reels", Slug: "render", Since: "2026-12-03T12:00:00.000Z", Locks: []string{"gpu.lock"}}, true)
 	o := Options{Path: lockPath, HoldLimit: 30 * time.Minute}
 	a, ok := backfillAhead(newQueue(lockPath, []string{lockPath}), 2, o, minJoinSlack)
 	if !ok {

@@ -64,37 +64,43 @@ func TestAheadPasses(t *testing.T) {
 	}
 }
 
+// ticketAt writes rec as the ticket seq of the lock at lockPath; with held,
+// it also takes the ticket's kernel lock until t ends, as a live waiter
+// does (a ticket whose lock is free is a gone waiter's).
+func ticketAt(t *testing.T, lockPath string, seq uint64, rec ticketRecord, held bool) {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ticketPath(lockPath, seq)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !held {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := lockNew(f, "ticket"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // backfillAhead reads the waiters ahead from their tickets: the head's
 // need, how many are passed, and none past a waiter whose need cannot be
 // told.
 func TestBackfillAhead(t *testing.T) {
 	dir := t.TempDir()
 	lockPath := filepath.Join(dir, "gpu.lock")
-	write := func(seq uint64, rec any) {
-		b, _ := json.Marshal(rec)
-		if err := os.WriteFile(ticketPath(lockPath, seq), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Tickets are alive while their kernel lock is held: hold them as a
-	// waiter does.
-	hold := func(seq uint64) {
-		f, err := os.OpenFile(ticketPath(lockPath, seq), os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		if err := lockNew(f, "ticket"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	o := Options{Path: lockPath, HoldLimit: 10 * time.Second}
 	q := newQueue(lockPath, []string{lockPath})
-	write(1, ticketRecord{PID: 1, Owner: "reels", Slug: "render", Locks: []string{"gpu.lock"}, Share: true, VRAMMiB: 9216})
-	hold(1)
-	write(2, ticketRecord{PID: 2, Owner: "img", Slug: "x", Locks: []string{"gpu.lock"}, Whole: true})
-	hold(2)
-	write(3, ticketRecord{PID: 3, Owner: "dead", Slug: "y", Locks: []string{"gpu.lock"}, Whole: true}) // not held: gone
+	ticketAt(t, lockPath, 1, ticketRecord{PID: 1, Owner: "reels", Slug: "render", Locks: []string{"gpu.lock"}, Share: true, VRAMMiB: 9216}, true)
+	ticketAt(t, lockPath, 2, ticketRecord{PID: 2, Owner: "img", Slug: "x", Locks: []string{"gpu.lock"}, Whole: true}, true)
+	ticketAt(t, lockPath, 3, ticketRecord{PID: 3, Owner: "dead", Slug: "y", Locks: []string{"gpu.lock"}, Whole: true}, false) // gone
 	before := time.Now()
 	a, ok := backfillAhead(q, 4, o, minJoinSlack)
 	if !ok || a.Owner != "reels" || a.Slug != "render" || a.Whole || a.MiB != 9216 || a.Waiters != 2 {
@@ -108,66 +114,28 @@ func TestBackfillAhead(t *testing.T) {
 	}
 	// A ticket that says neither share nor whole (an older gpuexec's):
 	// its need is unknown.
-	qOld := newQueue(filepath.Join(dir, "old.lock"), []string{filepath.Join(dir, "old.lock")})
-	b, _ := json.Marshal(ticketRecord{PID: 1, Owner: "old", Slug: "s", Locks: []string{"old.lock"}})
-	if err := os.WriteFile(ticketPath(qOld.path, 1), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fOld, err := os.OpenFile(ticketPath(qOld.path, 1), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fOld.Close()
-	if err := lockNew(fOld, "ticket"); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := backfillAhead(qOld, 2, o, minJoinSlack); ok {
+	old := filepath.Join(dir, "old.lock")
+	ticketAt(t, old, 1, ticketRecord{PID: 1, Owner: "old", Slug: "s", Locks: []string{"old.lock"}}, true)
+	if _, ok := backfillAhead(newQueue(old, []string{old}), 2, o, minJoinSlack); ok {
 		t.Error("passed a waiter whose ticket says nothing of its need")
 	}
 	// A waiter for a device set ahead: its start cannot be worked out.
-	write(5, ticketRecord{PID: 5, Owner: "set", Slug: "z", Locks: []string{"gpu0.lock", "gpu1.lock"}, Whole: true})
-	hold(5)
+	ticketAt(t, lockPath, 5, ticketRecord{PID: 5, Owner: "set", Slug: "z", Locks: []string{"gpu0.lock", "gpu1.lock"}, Whole: true}, true)
 	if _, ok := backfillAhead(q, 6, o, minJoinSlack); ok {
 		t.Error("passed a device set's waiter")
 	}
 	// A sharer's ticket without a budget.
-	q2 := newQueue(filepath.Join(dir, "b.lock"), []string{filepath.Join(dir, "b.lock")})
-	write2 := func(seq uint64, rec ticketRecord) {
-		b, _ := json.Marshal(rec)
-		p := ticketPath(q2.path, seq)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		if err := lockNew(f, "ticket"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write2(1, ticketRecord{PID: 1, Owner: "o", Slug: "s", Locks: []string{"b.lock"}, Share: true})
-	if _, ok := backfillAhead(q2, 2, o, minJoinSlack); ok {
+	noBudget := filepath.Join(dir, "b.lock")
+	ticketAt(t, noBudget, 1, ticketRecord{PID: 1, Owner: "o", Slug: "s", Locks: []string{"b.lock"}, Share: true}, true)
+	if _, ok := backfillAhead(newQueue(noBudget, []string{noBudget}), 2, o, minJoinSlack); ok {
 		t.Error("passed a sharer whose ticket names no budget")
 	}
 	// More than maxBackfillPass waiters ahead.
-	q3 := newQueue(filepath.Join(dir, "c.lock"), []string{filepath.Join(dir, "c.lock")})
+	many := filepath.Join(dir, "c.lock")
 	for i := uint64(1); i <= maxBackfillPass+1; i++ {
-		b, _ := json.Marshal(ticketRecord{PID: int(i), Owner: "o", Slug: "s", Locks: []string{"c.lock"}, Whole: true})
-		p := ticketPath(q3.path, i)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		if err := lockNew(f, "ticket"); err != nil {
-			t.Fatal(err)
-		}
+		ticketAt(t, many, i, ticketRecord{PID: int(i), Owner: "o", Slug: "s", Locks: []string{"c.lock"}, Whole: true}, true)
 	}
+	q3 := newQueue(many, []string{many})
 	if _, ok := backfillAhead(q3, maxBackfillPass+2, o, minJoinSlack); ok {
 		t.Errorf("passed more than %d waiters", maxBackfillPass)
 	}

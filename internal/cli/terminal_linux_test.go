@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	procinfo "github.com/gpuexec/gpuexec/internal/proc"
@@ -111,20 +110,8 @@ func startInTerminal(t *testing.T, args ...string) *inTerminal {
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := gpuexecCmd([]string{"READY=" + ready}, args...)
 	cmd.Dir = t.TempDir()
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	r := &inTerminal{cmd: cmd, tty: tty, out: &termOutput{}, exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-r.exited
-		tty.Close()
-	})
+	tty, exited := startInPTY(t, cmd, nil)
+	r := &inTerminal{cmd: cmd, tty: tty, out: &termOutput{}, exited: exited}
 	go r.out.copy(tty)
 	r.job = testsupport.AwaitPIDs(t, long, ready)[0]
 	testsupport.KillOnCleanup(t, r.job)

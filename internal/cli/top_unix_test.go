@@ -223,20 +223,8 @@ func startTop(t *testing.T, env []string, args ...string) *topInTerminal {
 	t.Helper()
 	cmd := gpuexecCmd(append([]string{"TERM=xterm"}, env...), append([]string{"top"}, args...)...)
 	cmd.Dir = t.TempDir()
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: topRows, Cols: topCols})
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	r := &topInTerminal{cmd: cmd, tty: tty, vt: newVT(topRows, topCols), exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-r.exited
-		tty.Close()
-	})
+	tty, exited := startInPTY(t, cmd, &pty.Winsize{Rows: topRows, Cols: topCols})
+	r := &topInTerminal{cmd: cmd, tty: tty, vt: newVT(topRows, topCols), exited: exited}
 	go r.vt.copy(tty)
 	return r
 }
