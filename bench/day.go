@@ -531,6 +531,7 @@ func readJobNotes(path string) (start, end int64) {
 	return start, end
 }
 
+// loadAvg is the 1-minute load average, "" where /proc cannot tell.
 func loadAvg() string {
 	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(data)); len(f) > 0 {

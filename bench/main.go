@@ -314,11 +314,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // setup finds the tools, builds gpuexec and describes the contenders.
 func (b *bench) setup(ctx context.Context) error {
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			b.load = f[0]
-		}
-	}
+	b.load = loadAvg()
 	var err error
 	if err = os.Mkdir(b.logs, 0o755); err != nil {
 		return err
