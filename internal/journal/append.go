@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gpuexec/gpuexec/internal/logfile"
 	"github.com/gpuexec/gpuexec/internal/osfile"
@@ -74,27 +73,10 @@ func Line(r Record) ([]byte, error) {
 		if most == 0 {
 			r.Argv = nil
 		} else {
-			r.Argv = cutEach(r.Argv, most)
+			r.Argv, _ = cutEach(r.Argv, most)
 		}
 		r.Cut = true
 	}
-}
-
-// cutEach is argv with each argument cut to at most most bytes, at a rune
-// boundary.
-func cutEach(argv []string, most int) []string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if len(a) > most {
-			n := most
-			for n > 0 && !utf8.RuneStart(a[n]) {
-				n--
-			}
-			a = a[:n]
-		}
-		out[i] = a
-	}
-	return out
 }
 
 // Append writes r as one line (see Line) at the end of the journal at

@@ -137,14 +137,22 @@ const (
 // CutArgv returns argv cut to MaxArgs arguments of at most MaxArg bytes
 // (cut at a rune boundary), and whether anything was cut.
 func CutArgv(argv []string) ([]string, bool) {
-	cut := false
-	if len(argv) > MaxArgs {
-		argv, cut = argv[:MaxArgs], true
+	many := len(argv) > MaxArgs
+	if many {
+		argv = argv[:MaxArgs]
 	}
+	out, cut := cutEach(argv, MaxArg)
+	return out, many || cut
+}
+
+// cutEach is argv with each argument cut to at most most bytes, at a rune
+// boundary, and whether one was.
+func cutEach(argv []string, most int) ([]string, bool) {
+	cut := false
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		if len(a) > MaxArg {
-			n := MaxArg
+		if len(a) > most {
+			n := most
 			for n > 0 && !utf8.RuneStart(a[n]) {
 				n--
 			}
