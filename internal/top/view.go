@@ -25,6 +25,7 @@ import (
 	"github.com/gpuexec/gpuexec/internal/gpu"
 	"github.com/gpuexec/gpuexec/internal/journal"
 	"github.com/gpuexec/gpuexec/internal/proc"
+	"github.com/gpuexec/gpuexec/internal/report"
 	"github.com/gpuexec/gpuexec/lock"
 )
 
@@ -304,22 +305,11 @@ func jobLine(r journal.Record) string {
 	return l
 }
 
-// Duration is d for a glance: "45s", "3m12s", "2h05m", "3d04h"; a
-// negative d (a clock ahead of another) is "0s".
+// Duration is d for a glance, in whole seconds, as report writes one:
+// "45s", "3m12s", "2h05m", "3d04h"; a negative d (a clock ahead of
+// another) is "0s".
 func Duration(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	s := int64(d / time.Second)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm%02ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
-	}
-	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+	return report.Duration(max(d, 0).Truncate(time.Second).Milliseconds())
 }
 
 // Cut is s cut to at most width columns (a grapheme cluster is kept
