@@ -280,6 +280,7 @@ func (b *bench) day(ctx context.Context) {
 	}
 	b.logf("(i) a day of %d jobs, times / %g; lower bound %s; seed %d; fixed order: %s",
 		len(jobs), cfg.dayScale, lb.Round(time.Millisecond), cfg.daySeed, strings.Join(order, " "))
+	b.daySim = daySimRows(jobs, b.dayArrivals, cfg.dayVariants, cfg.dayTimeoutFactor, cfg.dayKillAfter)
 	gx := b.cs[0].bin
 	if err := b.checkFakeSMI(ctx, gx); err != nil {
 		b.logf("(i) the fake nvidia-smi: %v", err)

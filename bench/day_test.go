@@ -486,6 +486,8 @@ func TestParseDayFlags(t *testing.T) {
 		{[]string{"-only", "j"}, "not one of a,b,c,d,e,f,g,h,i", false},
 		{[]string{"-only", "i", "-day-scale", "0"}, "-day-scale", false},
 		{[]string{"-only", "i", "-day-policies", "share,fifo"}, "-day-policies", false},
+		{[]string{"-only", "i", "-day-policies", "share,none"}, "-day-policies", false},
+		{[]string{"-only", "i", "-day-policies", "none"}, "", true},
 		{[]string{"-only", "i", "-day-arrivals", "poisson"}, "-day-arrivals", false},
 		{[]string{"-only", "i", "-day-timeout-factor", "-1"}, "-day-timeout-factor", false},
 	} {
@@ -497,6 +499,8 @@ func TestParseDayFlags(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 		case tc.err == "" && c.sel['i'] != tc.i:
 			t.Errorf("%q: i selected %v, want %v", tc.args, c.sel['i'], tc.i)
+		case tc.err == "" && slices.Contains(tc.args, "none") && len(c.dayPolicies) != 0:
+			t.Errorf("%q: policies %v, want none", tc.args, c.dayPolicies)
 		}
 	}
 }

@@ -20,8 +20,20 @@ func (b *bench) dayReport(w io.Writer) {
 	fmt.Fprintf(w, "(i) a day of %d jobs on a fake 24 GiB card, times ÷ %g; lower bound %s s\n\n", len(jobs), cfg.dayScale, secs(b.dayLB))
 	if b.dayErr != "" {
 		fmt.Fprintf(w, "(i) not measured: %s\n\n", firstLineOf(b.dayErr))
+		b.daySimTable(w)
 		return
 	}
+	if len(b.dayRuns) > 0 {
+		b.dayTable(w, jobs)
+	}
+	b.daySimTable(w)
+	for _, n := range b.dayNotes(jobs) {
+		fmt.Fprintln(w, "- "+n)
+	}
+}
+
+// dayTable prints (i)'s measured table, a row per policy and variant run.
+func (b *bench) dayTable(w io.Writer, jobs []dayJob) {
 	head := []string{"(i) policy", "arrivals", "makespan, s", "÷ lower bound", "memory-time utilisation"}
 	for _, c := range dayClasses {
 		head = append(head, c.name+" wait p50 / max, s")
@@ -77,9 +89,38 @@ func (b *bench) dayReport(w io.Writer) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	fmt.Fprintln(w)
-	for _, n := range b.dayNotes(jobs) {
-		fmt.Fprintln(w, "- "+n)
+}
+
+// daySimTable prints the day simulated with no overhead: each row a
+// policy, each variant of arrivals run its makespan and its ratio to the
+// lower bound.
+func (b *bench) daySimTable(w io.Writer) {
+	if len(b.daySim) == 0 {
+		return
 	}
+	head := []string{"(i) simulated, no overhead", "budgets may sum to, MiB"}
+	for vi, v := range dayVariantNames {
+		if b.cfg.dayVariants[vi] {
+			head = append(head, v.name+": makespan, s (÷ lower bound)")
+		}
+	}
+	fmt.Fprintf(w, "| %s |\n", strings.Join(head, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(head)))
+	for _, r := range b.daySim {
+		cells := []string{r.name, fmt.Sprintf("%d", r.capMiB)}
+		for vi := range dayVariantNames {
+			if !b.cfg.dayVariants[vi] {
+				continue
+			}
+			if m := r.makespan[vi]; m < 0 {
+				cells = append(cells, "none (a job larger than the card)")
+			} else {
+				cells = append(cells, fmt.Sprintf("%s (%.2f×)", secs(m), float64(m)/float64(b.dayLB)))
+			}
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
 }
 
 func firstLineOf(s string) string { return strings.SplitN(s, "\n", 2)[0] }
@@ -110,6 +151,8 @@ func (b *bench) dayNotes(jobs []dayJob) []string {
 		cfg.daySeed, cfg.dayGap, strings.Join(order, " "), secs(b.dayLB/2)))
 	notes = append(notes, fmt.Sprintf("(i) policies, one after another, each on a fresh lock folder and card: flock(1): `flock L JOB`; gpuexec whole card: `gpuexec --lock L --owner bench --slug CLASS-N --nvidia-smi FAKE -- JOB`; gpuexec --share --vram: the same with `--share --vram SIZE` (the class's peak: 2G, 6G, 9G); share + timeout (backfill): also `--timeout T --kill-after %s` (T = the job's duration × %g; -day-timeout-factor, -day-kill-after): the policy that backfills once gpuexec does; on a binary without backfill it is the share policy with --timeout. Every job must exit 0; a deferred, timed-out or failed job is shown and makes the bench fail.",
 		cfg.dayKillAfter, cfg.dayTimeoutFactor))
+	notes = append(notes, fmt.Sprintf("(i) simulated, no overhead: the same jobs and arrivals scheduled on paper — each start at the instant its rule allows it, each job exactly its duration, holding its budget (its peak) from start to end — so that a measured makespan splits into what its policy allows and what starting the jobs costs. Strict FIFO: the first waiter starts as soon as its budget fits, nobody passes it. Backfill: also a waiter at most %d behind the first (the first counted) whose budget fits now and whose deadline (start + the share + timeout policy's --timeout and --kill-after) is no later than the time the first could start by the holders' deadlines: gpuexec's rule. Best list schedule found: every job known in advance, any arrived waiter whose budget fits starts, in a priority order — the best of arrival order, largest memory × time, longest and largest budget first, and %d seeded random orders; it is a schedule that exists, so the best possible is no longer (schedules that leave room idle on purpose are not tried). The budgets may sum to %d MiB (the usable memory less gpuexec's default --reserve) or %d MiB (all of the usable memory); the ratios are to the lower bound above.",
+		simMaxPass, simTries, fakeUsableMiB-reserve, fakeUsableMiB))
 	notes = append(notes, "(i) gpuexec: "+b.binaryNote())
 	var walls []string
 	var total time.Duration

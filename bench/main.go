@@ -112,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.dayKillAfter, "day-kill-after", 50*time.Millisecond, "(i) --kill-after of the share + timeout policy")
 	fs.DurationVar(&c.daySample, "day-sample", 5*time.Millisecond, "(i) how often the sampler reads the jobs' registry")
 	fs.StringVar(&c.dayChart, "day-chart", "", "(i) write an SVG bar chart of the makespans to `FILE`")
-	fs.StringVar(&dayPolicies, "day-policies", "flock,whole,share,timeout", "(i) policies run, comma-separated: flock,whole,share,timeout")
+	fs.StringVar(&dayPolicies, "day-policies", "flock,whole,share,timeout", "(i) policies run, comma-separated: flock,whole,share,timeout; none: only the simulated table")
 	fs.StringVar(&dayVariants, "day-arrivals", "fixed,random", "(i) variants of arrivals run, comma-separated: fixed,random")
 	fs.StringVar(&c.gpuexec, "gpuexec", "", "measure this gpuexec `binary` instead of building one")
 	fs.StringVar(&c.tags, "tags", "urfave_cli_no_docs", "build gpuexec with go build -tags `TAGS` (default: the release build of README)")
@@ -168,6 +168,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.daySeed = uint64(daySeed)
 	c.dayPolicies = map[dayPolicy]bool{}
 	for _, s := range strings.Split(dayPolicies, ",") {
+		if strings.TrimSpace(s) == "none" && strings.TrimSpace(dayPolicies) == "none" {
+			break // the simulated table only
+		}
 		i := slices.IndexFunc(dayPolicyNames, func(n struct{ flag, name string }) bool { return n.flag == strings.TrimSpace(s) })
 		if i < 0 {
 			return nil, fmt.Errorf("-day-policies: %q is not one of flock,whole,share,timeout", s)
@@ -224,7 +227,8 @@ type bench struct {
 	dayLB       time.Duration
 	dayArrivals [][]arrival // by variant
 	dayRuns     []*dayRun
-	dayErr      string // why it was not measured at all
+	daySim      []simRow // the same day simulated with no overhead
+	dayErr      string   // why it was not measured at all
 }
 
 type gpuexecInfo struct {
