@@ -381,10 +381,15 @@ func (b *bench) dayArgv(p dayPolicy, j dayJob, lock, smi string) []string {
 		argv = append(argv, "--share", "--vram", sizeArg(j.mib))
 	}
 	if p == pTimeout {
-		t := time.Duration(float64(j.dur) * b.cfg.dayTimeoutFactor).Round(time.Millisecond)
-		argv = append(argv, "--timeout", t.String(), "--kill-after", b.cfg.dayKillAfter.String())
+		argv = append(argv, "--timeout", dayTimeout(j, b.cfg.dayTimeoutFactor).String(), "--kill-after", b.cfg.dayKillAfter.String())
 	}
 	return append(argv, "--", b.self)
+}
+
+// dayTimeout is the --timeout the share + timeout policy gives j: its
+// duration × factor, to the millisecond.
+func dayTimeout(j dayJob, factor float64) time.Duration {
+	return time.Duration(float64(j.dur) * factor).Round(time.Millisecond)
 }
 
 // sizeArg is mib as --vram takes it: 2G, or 1500M.

@@ -21,6 +21,11 @@ const (
 	fakeTotalMiB    = 24564
 	fakeReservedMiB = 342
 	fakeUsableMiB   = fakeTotalMiB - fakeReservedMiB
+	// fakeReserveMiB is gpuexec's default --reserve on this card (the
+	// supervisor's reserveOf: 5% of the total, at least 512 MiB), and
+	// fakeSharableMiB what its sharers' budgets may sum to.
+	fakeReserveMiB  = max(fakeTotalMiB*5/100, 512)
+	fakeSharableMiB = fakeUsableMiB - fakeReserveMiB
 	fakeUUID        = "GPU-2b7c4d1e-93a0-4f6b-8c2d-5e1f0a9b3c47"
 	fakeName        = "NVIDIA GeForce RTX 4090"
 	fakeMIG         = "Disabled"

@@ -132,14 +132,12 @@ func (b *bench) dayNotes(jobs []dayJob) []string {
 		d := time.Duration(float64(c.dur) / cfg.dayScale).Round(time.Millisecond)
 		classes = append(classes, fmt.Sprintf("%d %s of %s × %s (%s)", c.count, c.name, sizeArg(c.mib), c.dur, d))
 	}
-	reserve := max(fakeTotalMiB*5/100, 512)
-	sharable := fakeUsableMiB - reserve
 	notes := []string{
 		fmt.Sprintf("(i) jobs: %s, times ÷ %g (-day-scale). Each job is this program (BENCH_ROLE=gpujob): it notes its start, registers the memory it uses under its pid in a registry folder, growing linearly from 0 to its peak over the first tenth of its run, holds the peak, notes its end, unregisters and exits 0.",
 			strings.Join(classes, ", "), cfg.dayScale),
 		fmt.Sprintf("(i) the card: a fake nvidia-smi (this program, through a link named nvidia-smi, given to gpuexec with --nvidia-smi) answering gpuexec's two queries in a real driver's shape: one %s, total %d MiB, memory.reserved %d MiB (the figure of internal/gpu/gputest's RTX 4090 and of docs/gpu.md's status example), used = what the live registered pids use, free = total − reserved − used, MIG %s; checked first with `gpuexec status`. Usable = total − reserved = %d MiB. Lower bound = max(Σ peak × duration ÷ usable, longest job) = %s s. gpuexec's sharers also leave --reserve free (default 5%% of the card, about %d MiB), so they can have at most %d MiB at once; with that as usable the bound would be %s s.",
 			fakeName, fakeTotalMiB, fakeReservedMiB, fakeMIG, fakeUsableMiB, secs(b.dayLB),
-			reserve, sharable, secs(lowerBound(jobs, int64(sharable)))),
+			fakeReserveMiB, fakeSharableMiB, secs(lowerBound(jobs, fakeSharableMiB))),
 	}
 	var order []string
 	if len(b.dayArrivals) > 0 {
@@ -152,7 +150,7 @@ func (b *bench) dayNotes(jobs []dayJob) []string {
 	notes = append(notes, fmt.Sprintf("(i) policies, one after another, each on a fresh lock folder and card: flock(1): `flock L JOB`; gpuexec whole card: `gpuexec --lock L --owner bench --slug CLASS-N --nvidia-smi FAKE -- JOB`; gpuexec --share --vram: the same with `--share --vram SIZE` (the class's peak: 2G, 6G, 9G); share + timeout (backfill): also `--timeout T --kill-after %s` (T = the job's duration × %g; -day-timeout-factor, -day-kill-after): the policy that backfills once gpuexec does; on a binary without backfill it is the share policy with --timeout. Every job must exit 0; a deferred, timed-out or failed job is shown and makes the bench fail.",
 		cfg.dayKillAfter, cfg.dayTimeoutFactor))
 	notes = append(notes, fmt.Sprintf("(i) simulated, no overhead: the same jobs and arrivals scheduled on paper — each start at the instant its rule allows it, each job exactly its duration, holding its budget (its peak) from start to end — so that a measured makespan splits into what its policy allows and what starting the jobs costs. Strict FIFO: the first waiter starts as soon as its budget fits, nobody passes it. Backfill: also a waiter at most %d behind the first (the first counted) whose budget fits now and whose deadline (start + the share + timeout policy's --timeout and --kill-after) is no later than the time the first could start by the holders' deadlines: gpuexec's rule. Best list schedule found: every job known in advance, any arrived waiter whose budget fits starts, in a priority order — the best of arrival order, largest memory × time, longest and largest budget first, and %d seeded random orders; it is a schedule that exists, so the best possible is no longer (schedules that leave room idle on purpose are not tried). The budgets may sum to %d MiB (the usable memory less gpuexec's default --reserve) or %d MiB (all of the usable memory); the ratios are to the lower bound above.",
-		simMaxPass, simTries, fakeUsableMiB-reserve, fakeUsableMiB))
+		simMaxPass, simTries, fakeSharableMiB, fakeUsableMiB))
 	notes = append(notes, "(i) gpuexec: "+b.binaryNote())
 	var walls []string
 	var total time.Duration

@@ -246,14 +246,12 @@ func bestListSchedule(jobs []simJob, capMiB int64, tries int, seed uint64) time.
 
 // simDay is the day's jobs as the simulator takes them: each arriving as
 // arr says, stopped at the latest after the timeout the share + timeout
-// policy gives it (its duration × factor, to the millisecond) and
-// killAfter.
+// policy gives it (dayTimeout) and killAfter.
 func simDay(jobs []dayJob, arr []arrival, factor float64, killAfter time.Duration) []simJob {
 	out := make([]simJob, len(jobs))
 	for _, a := range arr {
 		j := jobs[a.job]
-		out[a.job] = simJob{mib: j.mib, dur: j.dur, arrive: a.at,
-			timeout: time.Duration(float64(j.dur)*factor).Round(time.Millisecond) + killAfter}
+		out[a.job] = simJob{mib: j.mib, dur: j.dur, arrive: a.at, timeout: dayTimeout(j, factor) + killAfter}
 	}
 	return out
 }
@@ -276,14 +274,13 @@ type simRow struct {
 // schedule found, with the memory gpuexec's sharers may hold by default
 // (usable less the default --reserve) and with all of the usable memory.
 func daySimRows(jobs []dayJob, arrivals [][]arrival, variants map[int]bool, factor float64, killAfter time.Duration) []simRow {
-	sharable := int64(fakeUsableMiB - max(fakeTotalMiB*5/100, 512))
 	type spec struct {
 		name string
 		p    simPolicy
 		cap  int64
 	}
 	specs := []spec{{"one at a time (flock(1), whole card)", simSerial, fakeUsableMiB}}
-	for _, c := range []int64{sharable, fakeUsableMiB} {
+	for _, c := range []int64{fakeSharableMiB, fakeUsableMiB} {
 		specs = append(specs,
 			spec{"strict FIFO sharing (--share --vram)", simFIFO, c},
 			spec{"FIFO sharing + backfill (gpuexec's rule)", simBackfill, c},

@@ -87,7 +87,7 @@ func TestSimulate(t *testing.T) {
 // the list schedule in arrival order.
 func TestSimulateDay(t *testing.T) {
 	jobs := dayJobs(100)
-	cap := int64(fakeUsableMiB - max(fakeTotalMiB*5/100, 512))
+	cap := int64(fakeSharableMiB)
 	lb := lowerBound(jobs, cap)
 	var sum time.Duration
 	for _, j := range jobs {
