@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/gpuexec/gpuexec/lock"
 )
 
 // (i), simulated: the same day scheduled with no overhead at all — every
@@ -25,7 +27,7 @@ const (
 	// simFIFO: strict first come, first served sharing: the first waiter
 	// starts as soon as its budget fits; nobody passes it.
 	simFIFO
-	// simBackfill: simFIFO, and a waiter at most maxPass behind the first
+	// simBackfill: simFIFO, and a waiter at most simMaxPass behind the first
 	// may start ahead of it when its budget fits now and its deadline
 	// (start + timeout + kill-after) is no later than the earliest time
 	// the first could start by the holders' deadlines: gpuexec's rule.
@@ -115,35 +117,21 @@ func simStarts(jobs []simJob, capMiB int64, p simPolicy, order []int) (time.Dura
 		used += j.mib
 		queue = slices.Delete(queue, qi, qi+1)
 	}
-	// headStart is when the first waiter could start by the holders'
-	// deadlines (ok false: a holder it needs has none).
-	headStart := func() (time.Duration, bool) {
-		need := jobs[queue[0]].mib
-		room := capMiB - used
-		if room >= need {
-			return now, true
-		}
-		byDeadline := slices.Clone(run)
-		slices.SortFunc(byDeadline, func(a, b running) int {
-			switch {
-			case a.deadline == 0 && b.deadline == 0:
-				return 0
-			case a.deadline == 0:
-				return 1
-			case b.deadline == 0:
-				return -1
-			}
-			return cmp.Compare(a.deadline, b.deadline)
-		})
-		for _, r := range byDeadline {
-			if r.deadline == 0 {
-				return 0, false
-			}
-			if room += r.mib; room >= need {
-				return r.deadline, true
+	// passes is gpuexec's rule itself (lock.Ahead.Passes): whether the
+	// waiter at qi, started now, is stopped no later than the first could
+	// start by the holders' deadlines. Times are the simulator's, from an
+	// arbitrary instant.
+	base := time.Unix(0, 0).UTC()
+	passes := func(qi int) bool {
+		sharers := make([]lock.Sharer, len(run))
+		for i, r := range run {
+			sharers[i].MiB = r.mib
+			if r.deadline > 0 {
+				sharers[i].Deadline = base.Add(r.deadline).Format(time.RFC3339Nano)
 			}
 		}
-		return 0, false
+		head := lock.Ahead{MiB: jobs[queue[0]].mib, Ends: base.Add(now + jobs[queue[qi]].timeout)}
+		return head.Passes(base.Add(now), capMiB-used, sharers)
 	}
 	for len(pending) > 0 || len(queue) > 0 || len(run) > 0 {
 		// Ends and arrivals at now.
@@ -172,17 +160,12 @@ func simStarts(jobs []simJob, capMiB int64, p simPolicy, order []int) (time.Dura
 			for len(queue) > 0 && used+jobs[queue[0]].mib <= capMiB {
 				start(0)
 			}
-			if p == simBackfill && len(queue) > 1 {
-				if at, ok := headStart(); ok {
-					for qi := 1; qi < len(queue) && qi <= simMaxPass; {
-						j := jobs[queue[qi]]
-						if j.timeout > 0 && used+j.mib <= capMiB && now+j.timeout <= at {
-							start(qi)
-							continue
-						}
-						qi++
-					}
+			for qi := 1; p == simBackfill && qi < len(queue) && qi <= simMaxPass; {
+				if j := jobs[queue[qi]]; j.timeout > 0 && used+j.mib <= capMiB && passes(qi) {
+					start(qi)
+					continue
 				}
+				qi++
 			}
 		case simList:
 			for qi := 0; qi < len(queue); {
