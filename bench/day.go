@@ -36,6 +36,11 @@ var dayClasses = []dayClass{
 	{"render", 9 << 10, 180 * time.Second, 4},
 }
 
+// scaled is c's duration divided by scale, rounded to the millisecond.
+func (c dayClass) scaled(scale float64) time.Duration {
+	return time.Duration(float64(c.dur) / scale).Round(time.Millisecond)
+}
+
 // dayJob is one job of the day, its duration scaled.
 type dayJob struct {
 	class int // index in dayClasses
@@ -44,14 +49,12 @@ type dayJob struct {
 	dur   time.Duration
 }
 
-// dayJobs lists the day's jobs, class by class, durations divided by
-// scale (rounded to the millisecond).
+// dayJobs lists the day's jobs, class by class, durations scaled.
 func dayJobs(scale float64) []dayJob {
 	var jobs []dayJob
 	for ci, c := range dayClasses {
 		for n := 1; n <= c.count; n++ {
-			jobs = append(jobs, dayJob{class: ci, name: fmt.Sprintf("%s-%02d", c.name, n), mib: c.mib,
-				dur: time.Duration(float64(c.dur) / scale).Round(time.Millisecond)})
+			jobs = append(jobs, dayJob{class: ci, name: fmt.Sprintf("%s-%02d", c.name, n), mib: c.mib, dur: c.scaled(scale)})
 		}
 	}
 	return jobs

@@ -129,8 +129,7 @@ func (b *bench) dayNotes(jobs []dayJob) []string {
 	cfg := b.cfg
 	var classes []string
 	for _, c := range dayClasses {
-		d := time.Duration(float64(c.dur) / cfg.dayScale).Round(time.Millisecond)
-		classes = append(classes, fmt.Sprintf("%d %s of %s × %s (%s)", c.count, c.name, sizeArg(c.mib), c.dur, d))
+		classes = append(classes, fmt.Sprintf("%d %s of %s × %s (%s)", c.count, c.name, sizeArg(c.mib), c.dur, c.scaled(cfg.dayScale)))
 	}
 	notes := []string{
 		fmt.Sprintf("(i) jobs: %s, times ÷ %g (-day-scale). Each job is this program (BENCH_ROLE=gpujob): it notes its start, registers the memory it uses under its pid in a registry folder, growing linearly from 0 to its peak over the first tenth of its run, holds the peak, notes its end, unregisters and exits 0.",
